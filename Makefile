@@ -1,0 +1,38 @@
+# pdd-emu: every gate a person or CI uses is one target here. `make help` lists them.
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+PYTEST_ARGS ?=
+SCENARIO ?= pdd-mini
+
+.DEFAULT_GOAL := help
+.PHONY: help venv run test test-fast bench up down logs clean
+
+help: ## list the targets
+	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "pdd-emu needs Python 3.11+"; exit 1; }
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+venv: $(STAMP) ## create or update the virtual environment in .venv
+
+run: $(STAMP) ## the main job: run the mesh and compare modes (writes out/)
+	$(BIN)/pdd-emu demo --out out
+
+test: $(STAMP) ## run the whole test suite
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+test-fast: $(STAMP) ## unit tests only (no processes, namespaces or docker)
+	$(BIN)/python -m pytest -m 'not integration and not kernel and not compose and not chaos and not slow' $(PYTEST_ARGS)
+
+bench: $(STAMP) ## run the benchmarks; results are printed and written to docs/
+	$(BIN)/python benchmarks/run_all.py
+
+clean: ## remove the virtual environment and outputs
+	rm -rf $(VENV) out .pytest_cache

@@ -1,0 +1,3 @@
+"""pdd-emu: an emulated cross-datacenter Prefill / Relay-Decode / Main-Decode mesh."""
+
+__version__ = "0.1.0"

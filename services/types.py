@@ -1,0 +1,51 @@
+"""The vocabulary of pdd-emu: roles, modes, pipelines and the few shared types.
+
+Every module that speaks of a role, a mode or a pipeline imports it from here,
+so the words mean one thing across the router, the engines and the reports.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import NewType
+
+RequestId = NewType("RequestId", str)
+TokenId = int
+Seconds = float
+
+
+class Role(str, enum.Enum):
+    ROUTER = "router"
+    PREFILL = "prefill"
+    DECODE = "decode"  # the PD baselines' decode pool (same code as main decode)
+    RELAY_DECODE = "relay-decode"
+    MAIN_DECODE = "main-decode"
+    COLOCATED = "colocated"  # one pool that prefills and decodes
+
+
+class Mode(str, enum.Enum):
+    COLOCATED = "colocated"
+    PD_INTRA = "pd-intra"
+    PD_CROSS = "pd-cross"
+    PDD = "pdd"
+    PDD_KVSHIP = "pdd-kvship"
+
+
+class Pipeline(str, enum.Enum):
+    COLOCATED = "colocated"
+    P_D = "P-D"
+    P_MD = "P-MD"
+    P_RLD_MD = "P-RLD-MD"
+    P_RLD = "P-RLD"  # only ever the singular early finish, never chosen by policy
+
+
+class HandoffMode(str, enum.Enum):
+    ONE_SHOT = "one-shot"
+    CATCH_UP = "catch-up"
+
+
+class LaunchStyle(str, enum.Enum):
+    """How a step's kernels are launched; the clock's fixed costs depend on it."""
+
+    EAGER = "eager"  # prefill and extend steps
+    CUDA_GRAPH = "cuda-graph"  # decode-only steps, as serving engines replay them
