@@ -15,6 +15,12 @@ COMMANDS = (
     "predict",
     "calibrate",
     "link",
+    "mesh",
+    "serve",
+    "trace",
+    "bench",
+    "report",
+    "sweep",
 )
 
 

@@ -1,0 +1,84 @@
+"""The three ways a run paces its requests: open loop, closed loop, and a trace's own timestamps.
+
+In every mode a session's next turn is sent only after its previous answer has
+arrived and its think time has passed; in the open loop, arrivals never wait
+for completions: an arrival takes a session turn that is ready, else opens a
+new session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+from collections.abc import Iterator
+
+from loadgen.bench.dispatch import Dispatcher, RunClock
+from loadgen.bench.records import RequestRecord
+from loadgen.plan import RequestPlan, Session, Workload
+
+
+async def drive_open_loop(workload: Workload, dispatcher: Dispatcher, clock: RunClock, arrivals: Iterator[float]) -> None:
+    ready: list[tuple[float, int, RequestPlan, Session]] = []  # (ready at, tie-break, next turn, session)
+    order = itertools.count()
+    exhausted = False
+
+    def continue_session(plan: RequestPlan, session: Session, record: RequestRecord, output_ids: list[int]) -> None:
+        if not record.ok:
+            session.abandon()
+            return
+        follow = session.next_turn(plan.prompt, output_ids)
+        if follow is not None:
+            heapq.heappush(ready, (clock.now() + follow.think_s, next(order), follow, session))
+
+    for offset in arrivals:
+        if not await clock.sleep_until(offset):
+            return
+        if ready and ready[0][0] <= clock.now():
+            _, _, plan, session = heapq.heappop(ready)
+        else:
+            fresh = None if exhausted else workload.new_session()
+            if fresh is None:
+                exhausted = True
+                if not ready and not dispatcher.in_flight:
+                    return
+                dispatcher.skipped_arrivals += 1
+                continue
+            session, plan = fresh, fresh.first_request()
+        dispatcher.launch(plan, session, continue_session)
+
+
+async def drive_closed_loop(workload: Workload, dispatcher: Dispatcher, clock: RunClock, concurrency: int) -> None:
+    async def user() -> None:
+        session: Session | None = None
+        plan: RequestPlan | None = None
+        while dispatcher.can_send():
+            if plan is None or session is None:
+                session = workload.new_session()
+                if session is None:
+                    return
+                plan = session.first_request()
+            elif plan.think_s > 0 and not await clock.sleep_until(clock.now() + plan.think_s):
+                return
+            outcome = await dispatcher.result(dispatcher.launch(plan, session, None))
+            if outcome is None:
+                return
+            record, output_ids = outcome
+            if record.ok:
+                plan = session.next_turn(plan.prompt, output_ids)
+            else:
+                session.abandon()
+                plan = None
+
+    await asyncio.gather(*(user() for _ in range(concurrency)))
+
+
+async def drive_trace_timing(workload: Workload, dispatcher: Dispatcher, clock: RunClock) -> None:
+    while dispatcher.can_send():
+        session = workload.new_session()
+        if session is None:
+            return
+        plan = session.first_request()
+        if not await clock.sleep_until(plan.at_s or 0.0):
+            return
+        dispatcher.launch(plan, session, None)

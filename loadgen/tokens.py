@@ -1,0 +1,72 @@
+"""Token ids for synthetic prompts: fresh random runs and trace blocks that expand the same way every time.
+
+Prompts are lists of token ids so that prefix reuse is real: two prompts share
+KV only where they share leading ids, as a server's radix cache sees them.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import random
+
+import numpy as np
+
+DEFAULT_VOCAB = 32000  # small enough for any served model's vocabulary
+
+
+def fresh_tokens(rng: random.Random, count: int, vocab: int = DEFAULT_VOCAB) -> list[int]:
+    """`count` new token ids; seeded from `rng` so a run repeats exactly."""
+    if count <= 0:
+        return []
+    generator = np.random.default_rng(rng.getrandbits(64))
+    return generator.integers(0, vocab, size=count, dtype=np.int64).tolist()
+
+
+@functools.lru_cache(maxsize=65536)
+def _block(seed: int, hash_id: int, block_size: int, vocab: int) -> tuple[int, ...]:
+    generator = np.random.default_rng([seed, hash_id, block_size, vocab])
+    return tuple(generator.integers(0, vocab, size=block_size, dtype=np.int64).tolist())
+
+
+def block_tokens(hash_id: int, block_size: int, vocab: int = DEFAULT_VOCAB, seed: int = 0) -> tuple[int, ...]:
+    """The `block_size` token ids a trace hash id stands for: a pure function of (seed, id)."""
+    if hash_id < 0:
+        raise ValueError(f"hash id {hash_id} is negative")
+    return _block(seed, hash_id, block_size, vocab)
+
+
+def expand_hash_ids(
+    hash_ids: list[int], input_length: int, block_size: int, vocab: int = DEFAULT_VOCAB, seed: int = 0
+) -> list[int]:
+    """A trace request's prompt: its blocks in order, the last one cut to `input_length`."""
+    tokens: list[int] = []
+    for hash_id in hash_ids:
+        tokens.extend(block_tokens(hash_id, block_size, vocab, seed))
+        if len(tokens) >= input_length:
+            break
+    if len(tokens) < input_length:
+        raise ValueError(f"{len(hash_ids)} blocks of {block_size} cannot hold {input_length} tokens")
+    return tokens[:input_length]
+
+
+def text_token_id(text: str, vocab: int = DEFAULT_VOCAB) -> int:
+    """A stable id for a streamed text piece, used only when the server sends no token ids."""
+    digest = hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "little") % vocab
+
+
+def common_prefix_length(a: np.ndarray, b: np.ndarray) -> int:
+    """Number of leading positions where the two id arrays agree."""
+    n = min(len(a), len(b))
+    if n == 0:
+        return 0
+    differ = np.flatnonzero(a[:n] != b[:n])
+    return int(differ[0]) if len(differ) else n
+
+
+def offline_model_output(prompt: list[int], max_tokens: int, vocab: int = DEFAULT_VOCAB) -> list[int]:
+    """A stand-in model for offline plans: `max_tokens` ids that depend only on the prompt."""
+    digest = hashlib.blake2b(np.asarray(prompt, dtype=np.int64).tobytes(), digest_size=8).digest()
+    generator = np.random.default_rng(int.from_bytes(digest, "little"))
+    return generator.integers(0, vocab, size=max_tokens, dtype=np.int64).tolist()

@@ -1,0 +1,148 @@
+"""Agentic sessions: multi-turn prompts that grow from the previous prompt, its answer and a new message.
+
+Each turn's new-token count is chosen to reach a target prefix-hit rate
+(new = context x (1 - hit), docs/loadgen.md), so reuse comes from real token
+ids. A target the session cannot reach by appending (a low hit, or a context
+past the ceiling) compacts the history: the head is kept, the rest replaced,
+as long sessions do when they summarise or drop old tool output.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from loadgen.hitbins import HitDistribution, HitTargetSampler, HitWeights
+from loadgen.lengths import Duration, LengthDist, TokenCount
+from loadgen.plan import RequestPlan
+from loadgen.tokens import DEFAULT_VOCAB, common_prefix_length, fresh_tokens
+
+
+class AgenticConfig(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["agentic"] = "agentic"
+    context: TokenCount = Field(65536, description="ceiling of a session's prompt; longer histories are compacted")
+    initial: LengthDist | None = Field(None, description="first-turn prompt length (default: a quarter of context)")
+    output: LengthDist = Field(LengthDist.model_validate("32..480"), description="output tokens per turn")
+    think: Duration = Field(1.0, description="mean pause (exponential) between an answer and the next turn")
+    tool: LengthDist = Field(LengthDist.model_validate("exp1K"), description="tool-result size when hits=natural")
+    turns: LengthDist = Field(LengthDist.model_validate("20"), description="turns per session")
+    sessions: int = Field(0, ge=0, description="sessions in total; 0 means no limit")
+    hits: HitWeights = Field(None, validate_default=True, description="weights of the 7 hit bins, or natural")
+    cache_outputs: bool = Field(True, description="the server caches generated tokens (decode-side radix cache)")
+    vocab: int = Field(DEFAULT_VOCAB, ge=2)
+    rate: float | None = Field(None, gt=0, description="requests per second when the client gets no --rate")
+
+    @property
+    def initial_length(self) -> LengthDist:
+        return self.initial or LengthDist.model_validate(max(1, self.context // 4))
+
+
+class AgenticSession:
+    """One conversation. Not thread-safe; a client drives each session from one place."""
+
+    def __init__(self, workload: AgenticWorkload, session_id: str, rng: random.Random, turns: int) -> None:
+        self.session_id = session_id
+        self._workload = workload
+        self._config = workload.config
+        self._rng = rng
+        self._turns = turns
+        self._turn = 0
+        self._cached: list[np.ndarray] = []  # every id sequence the server has seen from this session
+        self.finished = False
+
+    def first_request(self) -> RequestPlan:
+        prompt = fresh_tokens(self._rng, self._config.initial_length.draw(self._rng), self._config.vocab)
+        return self._plan(prompt, target=None, think_s=0.0)
+
+    def next_turn(self, previous_prompt: list[int], received_output_ids: list[int]) -> RequestPlan | None:
+        if self.finished:
+            return None
+        conversation = list(previous_prompt) + list(received_output_ids)
+        if self._config.cache_outputs:
+            self._cached.append(np.asarray(conversation, dtype=np.int64))
+        self._turn += 1
+        if self._turn >= self._turns:
+            self.finished = True
+            return None
+        cached_len = len(conversation) if self._config.cache_outputs else len(previous_prompt)
+        target = self._workload.draw_target()
+        prompt = self._next_prompt(conversation, cached_len, target)
+        think = self._rng.expovariate(1.0 / self._config.think) if self._config.think > 0 else 0.0
+        return self._plan(prompt, target=target, think_s=think)
+
+    def abandon(self) -> None:
+        self.finished = True
+
+    def _next_prompt(self, conversation: list[int], cached_len: int, target: float | None) -> list[int]:
+        context = self._config.context
+        if target is None:
+            new = min(context, self._config.tool.draw(self._rng))
+            keep = min(len(conversation), context - new)
+        else:
+            total = math.ceil(cached_len / target) if target > 0 else math.inf
+            if total <= context:
+                keep = len(conversation)
+                new = max(1, int(total) - keep)
+            else:
+                keep = min(cached_len, math.floor(target * context))
+                new = max(1, context - keep)
+        return conversation[:keep] + fresh_tokens(self._rng, new, self._config.vocab)
+
+    def _plan(self, prompt: list[int], target: float | None, think_s: float) -> RequestPlan:
+        ids = np.asarray(prompt, dtype=np.int64)
+        reused = max((common_prefix_length(ids, seen) for seen in self._cached), default=0)
+        hit = reused / len(prompt)
+        self._cached.append(ids)
+        self._workload.record_hit(hit)
+        return RequestPlan(
+            request_id=f"{self.session_id}-t{self._turn}",
+            prompt=prompt,
+            max_tokens=self._config.output.draw(self._rng),
+            session=self.session_id,
+            turn=self._turn,
+            hit_rate=hit,
+            target_hit_rate=target,
+            think_s=think_s,
+        )
+
+
+class AgenticWorkload:
+    """A source of agentic sessions sharing one hit-rate target."""
+
+    name = "agentic"
+    own_timing = False
+    arrival_shape = "poisson"
+    arrival_cv = 1.0
+
+    def __init__(self, config: AgenticConfig, rng: random.Random) -> None:
+        self.config = config
+        self.default_rate = config.rate
+        self._rng = rng
+        self._sampler = HitTargetSampler(config.hits, random.Random(rng.getrandbits(64))) if config.hits else None
+        self._opened = 0
+        self._hits: list[float] = []
+
+    def new_session(self) -> AgenticSession | None:
+        if self.config.sessions and self._opened >= self.config.sessions:
+            return None
+        session_id = f"s{self._opened}"
+        self._opened += 1
+        turns = self.config.turns.draw(self._rng)
+        return AgenticSession(self, session_id, random.Random(self._rng.getrandbits(64)), turns)
+
+    def draw_target(self) -> float | None:
+        return self._sampler.draw() if self._sampler else None
+
+    def record_hit(self, hit_rate: float) -> None:
+        self._hits.append(hit_rate)
+        if self._sampler:
+            self._sampler.record(hit_rate)
+
+    def hit_distribution(self) -> HitDistribution:
+        return HitDistribution.of(self._hits)

@@ -1,0 +1,145 @@
+"""What a link does to its bytes: one frozen parameter object per direction.
+
+Values arrive as unit strings ("20ms", "800mbit", "64MiB", "0.1%") or plain
+numbers and are held in base units: seconds, bits per second, bytes, fractions.
+A direction is `up` (accepted client -> upstream) or `down` (upstream -> client);
+`both` in a patch sets the two alike. The formulas each field feeds are in
+docs/netem.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Mapping
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from services.units import parse_duration, parse_fraction, parse_rate, parse_size
+
+Direction = Literal["up", "down"]
+DIRECTIONS: tuple[Direction, Direction] = ("up", "down")
+JitterDist = Literal["uniform", "normal", "pareto", "paretonormal"]
+
+MSS_BYTES = 1448  # the payload of one 1500-byte Ethernet frame with TCP timestamps
+
+
+class DirectionConfig(BaseModel):
+    """The impairments of one direction. Every field has a working default: no shaping."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    delay: float = Field(0.0, ge=0, description="one-way propagation delay, seconds")
+    jitter: float = Field(0.0, ge=0, description="jitter scale (sigma), seconds")
+    jitter_dist: JitterDist = Field("uniform", description="jitter distribution, as tc netem names them")
+    correlation: float = Field(0.0, ge=0, le=1, description="weight of the previous jitter draw (netem's rho)")
+    rate: float | None = Field(None, gt=0, description="line rate, bits per second; None is unlimited")
+    queue: int = Field(64 * 2**20, gt=0, description="bytes the direction may hold before it stops reading")
+    loss: float = Field(0.0, ge=0, le=1, description="probability that one loss unit is lost")
+    loss_unit: int = Field(MSS_BYTES, gt=0, description="bytes per loss unit (one segment-equivalent)")
+    loss_stall: float = Field(0.2, ge=0, description="stall per lost unit, seconds (Linux's minimum RTO)")
+    window: int | None = Field(None, gt=0, description="cap on bytes in flight per connection; None: no cap")
+    slow_start: bool = Field(False, description="restart from initial_window after an idle RTO")
+    initial_window: int = Field(10 * MSS_BYTES, gt=0, description="slow-start initial window, bytes")
+    rtt: float | None = Field(None, gt=0, description="round trip for the window model; None: up + down delay")
+
+    @field_validator("delay", "jitter", "loss_stall", mode="before")
+    @classmethod
+    def _duration(cls, value: Any) -> float:
+        return parse_duration(value)
+
+    @field_validator("rtt", mode="before")
+    @classmethod
+    def _optional_duration(cls, value: Any) -> float | None:
+        return None if value is None else parse_duration(value)
+
+    @field_validator("rate", mode="before")
+    @classmethod
+    def _rate(cls, value: Any) -> float | None:
+        if value is None or value in ("", "none", "unlimited"):
+            return None
+        return parse_rate(value)
+
+    @field_validator("queue", "loss_unit", "initial_window", mode="before")
+    @classmethod
+    def _size(cls, value: Any) -> int:
+        return parse_size(value)
+
+    @field_validator("window", mode="before")
+    @classmethod
+    def _optional_size(cls, value: Any) -> int | None:
+        return None if value in (None, "", "none") else parse_size(value)
+
+    @field_validator("correlation", "loss", mode="before")
+    @classmethod
+    def _fraction(cls, value: Any) -> float:
+        return parse_fraction(value)
+
+    @field_validator("jitter_dist", mode="before")
+    @classmethod
+    def _dist(cls, value: Any) -> Any:
+        return value.replace("-", "").replace("_", "").lower() if isinstance(value, str) else value
+
+    def updated(self, changes: Mapping[str, Any]) -> DirectionConfig:
+        """A copy with `changes` applied and validated; raises ConfigError."""
+        merged = self.model_dump()
+        merged.update(changes)
+        return _validated(DirectionConfig, merged)
+
+
+class LinkConfig(BaseModel):
+    """Both directions of one link."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    up: DirectionConfig = Field(default_factory=DirectionConfig, description="client -> upstream")
+    down: DirectionConfig = Field(default_factory=DirectionConfig, description="upstream -> client")
+
+    @classmethod
+    def symmetric(cls, **fields: Any) -> LinkConfig:
+        """The same impairments in both directions, e.g. LinkConfig.symmetric(delay="20ms")."""
+        one = _validated(DirectionConfig, fields)
+        return cls(up=one, down=one)
+
+    def patched(self, patch: Mapping[str, Any]) -> LinkConfig:
+        """Apply a patch {"up": {...}, "down": {...}, "both": {...}}; `both` first, then each side."""
+        if not isinstance(patch, Mapping):
+            raise ConfigError("a config patch is an object with keys up, down or both")
+        unknown = set(patch) - {"up", "down", "both"}
+        if unknown:
+            raise ConfigError(f"unknown key(s) {sorted(unknown)} in config patch; use up, down or both")
+        sides = {}
+        for side in DIRECTIONS:
+            changes: dict[str, Any] = {}
+            for key in ("both", side):
+                part = patch.get(key) or {}
+                if not isinstance(part, Mapping):
+                    raise ConfigError(f"{key!r} must be an object of fields, got {part!r}")
+                changes.update(part)
+            sides[side] = getattr(self, side).updated(changes)
+        return LinkConfig(**sides)
+
+    def rtt(self, side: Direction) -> float:
+        """Round trip used by the window model of one direction: explicit, else up + down delay."""
+        explicit = getattr(self, side).rtt
+        return explicit if explicit is not None else self.up.delay + self.down.delay
+
+
+class ConfigError(ValueError):
+    """A config or patch a person can fix; the message names the field and the problem."""
+
+
+def _validated(model: type[BaseModel], data: Mapping[str, Any]) -> Any:
+    try:
+        return model.model_validate(dict(data))
+    except ValidationError as err:
+        raise ConfigError(_explain(err)) from None
+
+
+def _explain(err: ValidationError) -> str:
+    parts = []
+    for item in err.errors():
+        where = ".".join(str(p) for p in item["loc"]) or "config"
+        message = item["msg"].removeprefix("Value error, ")
+        if item["type"] == "extra_forbidden":
+            message = f"unknown field; known fields: {', '.join(DirectionConfig.model_fields)}"
+        parts.append(f"{where}: {message}")
+    return "; ".join(parts)

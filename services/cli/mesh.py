@@ -1,0 +1,101 @@
+"""`pdd-emu up | down | status`: the embedded mesh as local processes, no docker needed."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import threading
+from pathlib import Path
+
+from services.cli.errors import fail
+from services.launcher.plan import build_plan
+from services.launcher.processes import (
+    STATE_FILE, LaunchError, _alive, _healthy, read_state, start_mesh, stop_processes,
+)
+from services.scenario import ScenarioError, load_scenario
+
+DEFAULT_RUN_DIR = Path(".pdd-emu")
+
+
+def _run_dir_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--run-dir", type=Path, default=DEFAULT_RUN_DIR,
+                        help="where the plan, logs and process list live (default: %(default)s)")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    up = sub.add_parser("up", help="start every service and link of a scenario as local processes")
+    up.add_argument("--scenario", required=True, help="a preset name or a scenario YAML file")
+    up.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                    help="override a scenario field, e.g. wan.rate_bps=5gbit (repeatable)")
+    up.add_argument("--detach", action="store_true", help="return once healthy; stop later with `pdd-emu down`")
+    up.add_argument("--port", type=int, default=0, help="router port (default: a free one)")
+    up.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for health")
+    _run_dir_arg(up)
+    up.set_defaults(func=cmd_up)
+
+    down = sub.add_parser("down", help="stop what `pdd-emu up` started, and only that")
+    _run_dir_arg(down)
+    down.set_defaults(func=cmd_down)
+
+    status = sub.add_parser("status", help="show the processes of the running mesh and their health")
+    _run_dir_arg(status)
+    status.set_defaults(func=cmd_status)
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    try:
+        scenario = load_scenario(args.scenario, args.overrides)
+    except ScenarioError as exc:
+        fail(str(exc))
+    existing = read_state(args.run_dir)
+    if existing and any(_alive(p.pid) for p in existing[1]):
+        fail(f"a mesh is already running from {args.run_dir}; stop it with `pdd-emu down --run-dir {args.run_dir}`")
+    plan = build_plan(scenario, router_port=args.port)
+    try:
+        started = start_mesh(plan, args.run_dir, args.timeout)
+    except LaunchError as exc:
+        print(f"pdd-emu: error: {exc}")
+        return 1
+    print(f"scenario: {scenario.name} ({scenario.mode.value}), {len(started)} processes, logs in {args.run_dir}/logs")
+    print(f"router: http://{plan.router.host}:{plan.router.http_port}", flush=True)
+    if args.detach:
+        return 0
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    while not stop.wait(0.5):
+        dead = [p.name for p in started if not _alive(p.pid)]
+        if dead:
+            print(f"pdd-emu: {', '.join(dead)} exited; stopping the mesh")
+            break
+    stop_processes(started)
+    (args.run_dir / STATE_FILE).unlink(missing_ok=True)
+    return 0
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    state = read_state(args.run_dir)
+    if state is None:
+        print(f"no mesh recorded in {args.run_dir}")
+        return 0
+    _, started = state
+    stop_processes(started)
+    (args.run_dir / STATE_FILE).unlink(missing_ok=True)
+    print(f"stopped {len(started)} processes of scenario {state[0]['scenario']}")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    state = read_state(args.run_dir)
+    if state is None:
+        print(f"no mesh recorded in {args.run_dir}")
+        return 1
+    info, started = state
+    print(f"scenario: {info['scenario']}  router: {info['router']}")
+    healthy = True
+    for proc in started:
+        alive = _alive(proc.pid)
+        ok = alive and _healthy(proc.health_url)
+        healthy &= ok
+        print(f"  {proc.name:<28} pid {proc.pid:<8} {'healthy' if ok else 'running' if alive else 'exited'}")
+    return 0 if healthy else 1

@@ -1,0 +1,236 @@
+"""Block prefix cache: chained block hashes, reference counts, LRU eviction.
+
+KV memory is counted in blocks of `block_size` tokens. A block is either free,
+held privately by one sequence (being filled), or published under its chain
+hash so later sequences with the same prefix reuse it. Published blocks that no
+sequence references are evictable, least recently released first. The policy
+and the capacity formula are in docs/engine.md ("Prefix cache", "Capacity").
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from services.engine.tokens import splitmix64
+from services.types import TokenId
+
+DEFAULT_BLOCK_SIZE = 16
+_MASK64 = (1 << 64) - 1
+_SCALAR_TOKENS = 64
+_ROOT_HASH = 0x5044_4445_4D55_0001  # parent of the first block; any fixed value works
+
+
+def block_hashes(token_ids: list[TokenId] | np.ndarray, block_size: int = DEFAULT_BLOCK_SIZE) -> list[int]:
+    """Chained 64-bit hashes of the full blocks of `token_ids`; block i depends on blocks 0..i.
+
+    Stable across processes and hosts, so one service can tell another which prefix it holds.
+    """
+    return extend_block_hashes([], token_ids, block_size)
+
+
+def extend_block_hashes(hashes: list[int], token_ids: list[TokenId] | np.ndarray, block_size: int) -> list[int]:
+    """Append to `hashes` (the chain of token_ids' first len(hashes) blocks) the hashes of the remaining full blocks.
+
+    The hash of block i is the running sum (mod 2**64) of splitmix64(token << 32 | position)
+    over every token up to the end of block i: it depends on all previous blocks and on
+    positions, and one vectorised pass hashes a 100K-token prompt (docs/engine.md, "Block hashes").
+    """
+    full_blocks = len(token_ids) // block_size
+    if full_blocks <= len(hashes):
+        return hashes
+    start = len(hashes) * block_size
+    end = full_blocks * block_size
+    running = hashes[-1] if hashes else _ROOT_HASH
+    segment = token_ids[start:end]
+    if end - start <= _SCALAR_TOKENS:  # a block or two (a decoding sequence): numpy's setup would dominate
+        if isinstance(segment, np.ndarray):
+            segment = segment.tolist()
+        for position, token in enumerate(segment, start):
+            running = (running + splitmix64((token << 32) | position)) & _MASK64
+            if (position + 1) % block_size == 0:
+                hashes.append(running)
+        return hashes
+    if isinstance(segment, np.ndarray):
+        tokens = segment.astype(np.uint64)
+    else:
+        tokens = np.fromiter(segment, dtype=np.uint64, count=end - start)
+    positions = np.arange(start, end, dtype=np.uint64)
+    mixed = _splitmix64_array((tokens << np.uint64(32)) | positions)
+    sums = np.cumsum(mixed, dtype=np.uint64)[block_size - 1 :: block_size]  # wraps mod 2**64
+    sums += np.uint64(running)
+    hashes.extend(sums.tolist())
+    return hashes
+
+
+def _splitmix64_array(x: np.ndarray) -> np.ndarray:
+    """tokens.splitmix64 on every element of a uint64 array."""
+    x = x + np.uint64(0x9E3779B97F4A7C15)
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def kv_capacity_blocks(
+    hbm_bytes: float,
+    utilisation: float,
+    weight_bytes: float,
+    kv_bytes_per_token: float,
+    block_size: int = DEFAULT_BLOCK_SIZE,
+    tp: int = 1,
+) -> int:
+    """KV blocks an instance of `tp` GPUs holds (docs/engine.md, "Capacity").
+
+    blocks = floor((tp x HBM x utilisation - weights) / (KV bytes per token x block size))
+    """
+    if not 0.0 < utilisation <= 1.0:
+        raise ValueError(f"memory utilisation must be in (0, 1], got {utilisation}")
+    if kv_bytes_per_token <= 0 or block_size <= 0 or tp <= 0:
+        raise ValueError("kv_bytes_per_token, block_size and tp must be positive")
+    spare_bytes = tp * hbm_bytes * utilisation - weight_bytes
+    blocks = math.floor(spare_bytes / (kv_bytes_per_token * block_size))
+    if blocks <= 0:
+        raise ValueError(
+            f"no room for KV: {tp} GPU(s) x {hbm_bytes / 2**30:.1f} GiB x {utilisation} leaves "
+            f"{spare_bytes / 2**30:.2f} GiB after {weight_bytes / 2**30:.1f} GiB of weights"
+        )
+    return blocks
+
+
+@dataclass(slots=True)
+class _Holding:
+    published: list[int] = field(default_factory=list)  # block hashes this sequence references, in prefix order
+    private: int = 0  # blocks reserved for this sequence that are not published (yet)
+
+
+class PrefixCache:
+    """KV block accounting for one instance. Invariant: used + evictable + free == capacity."""
+
+    def __init__(self, capacity_blocks: int, block_size: int = DEFAULT_BLOCK_SIZE) -> None:
+        if capacity_blocks <= 0 or block_size <= 0:
+            raise ValueError(f"capacity ({capacity_blocks}) and block size ({block_size}) must be positive")
+        self.capacity_blocks = capacity_blocks
+        self.block_size = block_size
+        self._refs: dict[int, int] = {}  # published hash -> sequences referencing it
+        self._evictable: OrderedDict[int, None] = OrderedDict()  # published, unreferenced; oldest first
+        self._holdings: dict[str, _Holding] = {}
+        self._private_blocks = 0
+        self.evictions = 0
+
+    @property
+    def cached_blocks(self) -> int:
+        """Published blocks a later sequence can hit, referenced or not."""
+        return len(self._refs)
+
+    @property
+    def evictable_blocks(self) -> int:
+        return len(self._evictable)
+
+    @property
+    def used_blocks(self) -> int:
+        return len(self._refs) - len(self._evictable) + self._private_blocks
+
+    @property
+    def free_blocks(self) -> int:
+        """Blocks holding nothing; `available_blocks` adds the evictable ones."""
+        return self.capacity_blocks - self.used_blocks - len(self._evictable)
+
+    @property
+    def available_blocks(self) -> int:
+        return self.capacity_blocks - self.used_blocks
+
+    def held_prefix_blocks(self, hashes: list[int]) -> int:
+        held = 0
+        for block_hash in hashes:
+            if block_hash not in self._refs:
+                break
+            held += 1
+        return held
+
+    def held_prefix_tokens(self, hashes: list[int]) -> int:
+        """Tokens of the longest prefix of `hashes` held here (full blocks only). No side effects."""
+        return self.held_prefix_blocks(hashes) * self.block_size
+
+    def match(self, token_ids: list[TokenId]) -> int:
+        """Cached prefix tokens of `token_ids` (full blocks only). No side effects."""
+        return self.held_prefix_tokens(block_hashes(token_ids, self.block_size))
+
+    def holds(self, seq_id: str) -> bool:
+        return seq_id in self._holdings
+
+    def admit(self, seq_id: str, hashes: list[int], total_blocks: int, max_hit_blocks: int | None = None) -> int | None:
+        """Reference the cached prefix of `hashes` and reserve the rest of `total_blocks` for `seq_id`.
+
+        Returns the number of prefix blocks hit, or None (and changes nothing) when the
+        reservation does not fit even after evicting every unreferenced block.
+        """
+        if seq_id in self._holdings:
+            raise ValueError(f"sequence {seq_id!r} already holds KV blocks")
+        limit = total_blocks if max_hit_blocks is None else min(max_hit_blocks, total_blocks)
+        hit = self.held_prefix_blocks(hashes[:limit])
+        reclaimed_by_hit = sum(1 for h in hashes[:hit] if h in self._evictable)
+        private = total_blocks - hit
+        if private > self.free_blocks + self.evictable_blocks - reclaimed_by_hit:
+            return None
+        for block_hash in hashes[:hit]:
+            self._ref(block_hash)
+        self._reserve(private)
+        self._holdings[seq_id] = _Holding(list(hashes[:hit]), private)
+        return hit
+
+    def allocate(self, seq_id: str, blocks: int) -> bool:
+        """Reserve `blocks` more private blocks for a sequence already admitted; False if they do not fit."""
+        holding = self._holdings[seq_id]
+        if blocks > self.free_blocks + self.evictable_blocks:
+            return False
+        self._reserve(blocks)
+        holding.private += blocks
+        return True
+
+    def commit(self, seq_id: str, hashes: list[int], upto_blocks: int) -> None:
+        """Publish the sequence's computed blocks up to `upto_blocks`, turning private blocks into cached ones."""
+        holding = self._holdings[seq_id]
+        while len(holding.published) < upto_blocks:
+            if holding.private == 0:
+                raise ValueError(f"sequence {seq_id!r} commits block {len(holding.published)} it never reserved")
+            block_hash = hashes[len(holding.published)]
+            holding.private -= 1
+            self._private_blocks -= 1
+            if block_hash in self._refs:
+                self._ref(block_hash)  # computed concurrently by another sequence: share it, free ours
+            else:
+                self._refs[block_hash] = 1
+            holding.published.append(block_hash)
+
+    def published_blocks(self, seq_id: str) -> int:
+        return len(self._holdings[seq_id].published)
+
+    def release(self, seq_id: str) -> None:
+        """Drop a sequence's blocks: private ones become free, published ones evictable once unreferenced."""
+        holding = self._holdings.pop(seq_id, None)
+        if holding is None:
+            return
+        self._private_blocks -= holding.private
+        # Tail first, so that eviction (oldest first) drops a chain's tail before its head.
+        for block_hash in reversed(holding.published):
+            count = self._refs[block_hash] - 1
+            self._refs[block_hash] = count
+            if count == 0:
+                self._evictable[block_hash] = None
+
+    def _ref(self, block_hash: int) -> None:
+        count = self._refs[block_hash]
+        if count == 0:
+            del self._evictable[block_hash]
+        self._refs[block_hash] = count + 1
+
+    def _reserve(self, blocks: int) -> None:
+        shortfall = blocks - self.free_blocks
+        for _ in range(max(shortfall, 0)):
+            victim, _ = self._evictable.popitem(last=False)
+            del self._refs[victim]
+            self.evictions += 1
+        self._private_blocks += blocks

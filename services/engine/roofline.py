@@ -1,0 +1,192 @@
+"""The step clock: how long one engine step takes on an emulated GPU.
+
+Every op of a layer is its own roofline, max(FLOPs / achieved compute, bytes /
+achieved bandwidth), summed over the layer; fixed launch costs depend on
+the step's launch style. All formulas: docs/roofline.md.
+
+    clock = RooflineClock.for_names("h200-sxm", "llama3-8b")
+    clock.step_seconds(StepBatch(chunks=(Chunk(512),), decode_contexts=(4096,) * 64))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Literal
+
+from services.engine.batch import StepBatch
+from services.engine.roofline_ops import (
+    ACTIVATION_BYTES, Cost, Gemm, LayerShapes, MlpShape, OpRates, Tally, decode_attention_cost, elementwise_cost,
+    expected_distinct_experts, layer_shapes, prefill_attention_cost,
+)
+from services.profiles import load_gpu, load_model
+from services.profiles.gpu import GpuProfile
+from services.profiles.model import DTYPE_BYTES, ModelProfile
+from services.types import LaunchStyle
+
+Bound = Literal["compute", "memory", "overhead"]
+_MEMO_LIMIT = 1 << 16
+
+
+@dataclass(frozen=True, slots=True)
+class StepPrediction:
+    seconds: float
+    flops: float  # one GPU's share
+    bytes: float  # one GPU's HBM traffic
+    bound: Bound
+    compute_s: float  # ops whose compute time exceeds their memory time
+    memory_s: float  # memory-bound ops plus tensor-parallel communication
+    overhead_s: float  # launch and per-step fixed costs
+    launch_style: LaunchStyle
+
+
+@dataclass(frozen=True, slots=True)
+class _TokenCosts:
+    """Everything in a step that depends only on its token and sequence counts (memoised)."""
+
+    gpu_s: float  # compute_s + memory_s
+    compute_s: float
+    memory_s: float
+    launch_s: float  # kernels x per-kernel launch cost
+    flops: float
+    bytes: float
+
+
+class RooflineClock:
+    """Predicts step times of `model` on `gpu` with tensor parallelism `tp`.
+
+    `layers` overrides the layer count and drops embeddings, LM head and
+    sampling, so that one decoder layer can be predicted (docs/roofline.md §Step).
+    """
+
+    def __init__(self, gpu: GpuProfile, model: ModelProfile, tp: int = 1, layers: int | None = None) -> None:
+        if layers is not None and not 1 <= layers <= model.num_layers:
+            raise ValueError(f"layers={layers} is outside 1..{model.num_layers} for {model.name}")
+        self.gpu, self.model, self.tp, self.layers = gpu, model, tp, layers
+        self._shapes: LayerShapes = layer_shapes(model, tp)
+        self._rates = OpRates.of(gpu, model.dtype)
+        self._weight_bytes = DTYPE_BYTES[model.dtype]
+        self._layer_count = layers or model.num_layers
+        # the dense layers come first (DeepSeek's first_k_dense), so a short stack is mostly dense
+        self._dense_layers = min(self._layer_count, model.dense_layers)
+        self._moe_layers = self._layer_count - self._dense_layers
+        self._with_head = layers is None
+        self._launch = {
+            style: (c.kernel_s.value, c.step_s.value, c.overlap_exponent.value) for style, c in gpu.launch.items()
+        }
+        self._memo: dict[tuple[int, int, LaunchStyle], _TokenCosts] = {}
+
+    @classmethod
+    def for_names(cls, gpu_name: str, model_name: str, tp: int = 1, layers: int | None = None) -> RooflineClock:
+        return cls(load_gpu(gpu_name), load_model(model_name), tp, layers)
+
+    # --- the hot path ------------------------------------------------------
+    def step_seconds(self, batch: StepBatch, launch_style: LaunchStyle | None = None) -> float:
+        chunks, contexts = batch.chunks, batch.decode_contexts
+        if not chunks and not contexts:
+            return 0.0
+        style = launch_style or (LaunchStyle.EAGER if chunks else LaunchStyle.CUDA_GRAPH)
+        tokens = len(contexts) + sum([chunk.new_tokens for chunk in chunks])
+        key = (tokens, len(contexts) + len(chunks), style)
+        token_costs = self._memo.get(key) or self._token_costs(*key)
+        gpu_s = token_costs.gpu_s
+        for compute_s, memory_s, _, _ in self._attention_costs(batch):
+            gpu_s += (compute_s if compute_s > memory_s else memory_s) * self._layer_count
+        return self._with_launch(gpu_s, token_costs.launch_s, style)
+
+    def _with_launch(self, gpu_s: float, launch_s: float, style: LaunchStyle) -> float:
+        """docs/roofline.md §Fixed costs: launch work overlaps GPU work as far as the style allows."""
+        _, step_s, overlap = self._launch[style]
+        if overlap == 1.0:
+            return gpu_s + launch_s + step_s
+        return (gpu_s**overlap + launch_s**overlap) ** (1.0 / overlap) + step_s
+
+    def predict(self, batch: StepBatch, launch_style: LaunchStyle | None = None) -> StepPrediction:
+        style = launch_style or batch.launch_style
+        if batch.is_empty:
+            return StepPrediction(0.0, 0.0, 0.0, "overhead", 0.0, 0.0, 0.0, style)
+        base = self._token_costs(batch.new_tokens, len(batch.decode_contexts) + len(batch.chunks), style)
+        attention = Tally()
+        for cost in self._attention_costs(batch):
+            attention.add(cost, self._layer_count)
+        compute_s, memory_s = base.compute_s + attention.compute_s, base.memory_s + attention.memory_s
+        seconds = self._with_launch(compute_s + memory_s, base.launch_s, style)
+        overhead_s = seconds - compute_s - memory_s  # the launch and step cost not hidden behind GPU work
+        parts = {"compute": compute_s, "memory": memory_s, "overhead": overhead_s}
+        return StepPrediction(
+            seconds=seconds,
+            flops=base.flops + attention.flops,
+            bytes=base.bytes + attention.bytes,
+            bound=max(parts, key=parts.__getitem__),
+            compute_s=compute_s,
+            memory_s=memory_s,
+            overhead_s=overhead_s,
+            launch_style=style,
+        )
+
+    # --- attention: depends on every sequence's context ---------------------
+    def _attention_costs(self, batch: StepBatch) -> Iterator[Cost]:
+        """docs/roofline.md §Attention: one layer's cost of the decode tokens, then of each chunk."""
+        sh, rates = self._shapes.attention, self._rates
+        compression = sh.kv_sequence_compression
+        if batch.decode_contexts:
+            entries = sum(batch.decode_contexts) / compression
+            moved = entries * sh.kv_entry_bytes + len(batch.decode_contexts) * sh.query_output_bytes_per_token
+            yield decode_attention_cost(rates, entries, sh.decode_flops_per_pair, moved)
+        for chunk in batch.chunks:
+            new, cached = chunk.new_tokens, chunk.cached_tokens
+            pairs = new * (cached + (new + 1) / 2) / compression  # causal within the chunk
+            moved = (cached + new) / compression * sh.kv_entry_bytes + new * sh.query_output_bytes_per_token
+            yield prefill_attention_cost(rates, pairs, sh.prefill_flops_per_pair, moved)
+
+    # --- everything else: depends only on token and sequence counts --------
+    def _token_costs(self, tokens: int, sequences: int, style: LaunchStyle) -> _TokenCosts:
+        sh, rates, weight_bytes = self._shapes, self._rates, self._weight_bytes
+        tally, layers = Tally(), self._layer_count
+        for gemm in sh.attention.gemms:
+            tally.add_gemm(rates, tokens, gemm, weight_bytes, layers)
+        tally.add(elementwise_cost(rates, tokens * sh.attention.elementwise_bytes_per_token), layers)
+        kernels = sh.attention.kernels * layers
+        kernels += self._add_mlp(tally, sh.dense_mlp, tokens, self._dense_layers)
+        if sh.moe_mlp is not None:
+            kernels += self._add_mlp(tally, sh.moe_mlp, tokens, self._moe_layers)
+        if self.tp > 1:  # docs/roofline.md §Tensor parallelism: two all-reduces per layer
+            tally.memory_s += 2 * layers * self._allreduce_seconds(tokens * sh.allreduce_bytes_per_token)
+        if self._with_head:
+            kernels += self._add_head(tally, tokens, sequences)
+        costs = _TokenCosts(
+            tally.compute_s + tally.memory_s, tally.compute_s, tally.memory_s,
+            kernels * self._launch[style][0], tally.flops, tally.bytes,
+        )
+        if len(self._memo) >= _MEMO_LIMIT:
+            self._memo.clear()
+        self._memo[(tokens, sequences, style)] = costs
+        return costs
+
+    def _add_mlp(self, tally: Tally, mlp: MlpShape, tokens: int, layers: int) -> int:
+        if layers == 0:
+            return 0
+        for gemm in mlp.gemms:
+            tally.add_gemm(self._rates, tokens, gemm, self._weight_bytes, layers)
+        tally.add(elementwise_cost(self._rates, tokens * mlp.elementwise_bytes_per_token), layers)
+        if mlp.routed_experts:  # docs/roofline.md §MoE: only the experts the batch touches are read
+            distinct = expected_distinct_experts(mlp.routed_experts, mlp.experts_per_token, tokens)
+            tokens_per_expert = tokens * mlp.experts_per_token / distinct
+            for gemm in mlp.expert_gemms:
+                tally.add_gemm(self._rates, tokens_per_expert, gemm, self._weight_bytes, layers * distinct)
+        return mlp.kernels * layers
+
+    def _add_head(self, tally: Tally, tokens: int, sequences: int) -> int:
+        """docs/roofline.md §Full-model step: embedding gather, final norm, LM head on last tokens, sampling."""
+        h, vocab_shard = self.model.hidden_size, self.model.vocab_size // self.tp
+        tally.add(elementwise_cost(self._rates, tokens * 2 * 2 * h * ACTIVATION_BYTES))  # gather + final norm
+        tally.add_gemm(self._rates, sequences, Gemm(h, vocab_shard), self._weight_bytes)
+        logits_bytes = sequences * vocab_shard * 4  # fp32 logits
+        tally.add(elementwise_cost(self._rates, 2 * logits_bytes))  # softmax and argmax read them
+        if self.tp > 1:
+            tally.memory_s += self._allreduce_seconds(logits_bytes)  # gathering the vocab shards, about as dear
+        return 4
+
+    def _allreduce_seconds(self, payload_bytes: float) -> float:
+        ring_factor = 2 * (self.tp - 1) / self.tp
+        return self.gpu.allreduce_latency_s.value + ring_factor * payload_bytes / self.gpu.interconnect_bandwidth_Bps

@@ -1,0 +1,271 @@
+"""One emulated instance: an asyncio loop that runs steps for as long as the injected clock says.
+
+The clock is a plain callable (StepBatch -> seconds), so the engine does not care
+whether it is the roofline model or a test's linear function. A busy engine starts
+each step at the previous step's deadline and sleeps until the absolute deadline
+start + seconds, so sleep error never accumulates (docs/engine.md, "Step timing").
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+
+from services.engine.batch import StepBatch
+from services.engine.prefix_cache import PrefixCache
+from services.engine.sequence import (
+    _END, EngineFull, EngineStopped, FinishedEvent, Sequence, SequenceState, SequenceStats, Status, TokenEvent,
+)
+from services.engine.step_planner import EngineConfig, StepPlanner
+from services.types import TokenId
+
+__all__ = ["Engine", "EngineConfig", "EngineFull", "EngineStats", "EngineStopped", "SequenceHandle"]
+
+StepSeconds = Callable[[StepBatch], float]
+
+
+@dataclass(frozen=True, slots=True)
+class EngineStats:
+    """Plain numbers for Prometheus: gauges first, then counters (monotonic since start)."""
+
+    running: int
+    waiting: int
+    kv_blocks_total: int
+    kv_blocks_used: int
+    kv_blocks_free: int  # holding nothing
+    kv_blocks_cached: int  # published, referenced or not
+    kv_blocks_evictable: int
+    steps: int
+    busy_seconds: float
+    late_seconds_max: float  # worst wake-up after a step deadline: the emulator's own overhead
+    tokens_generated: int
+    prefill_tokens: int
+    decode_tokens: int
+    prefix_cache_query_tokens: int
+    prefix_cache_hit_tokens: int
+    requests_finished: int
+    requests_cancelled: int
+    evictions: int
+
+    @property
+    def kv_usage(self) -> float:
+        return self.kv_blocks_used / self.kv_blocks_total
+
+
+class SequenceHandle:
+    """What submit() returns: the event stream of one sequence and its controls."""
+
+    def __init__(self, engine: Engine, state: SequenceState) -> None:
+        self._engine = engine
+        self._state = state
+
+    @property
+    def request_id(self) -> str:
+        return self._state.request_id
+
+    @property
+    def stats(self) -> SequenceStats:
+        return self._state.stats
+
+    @property
+    def status(self) -> Status:
+        return self._state.status
+
+    @property
+    def next_position(self) -> int:
+        """Output position of the next token this engine will generate."""
+        return self._state.next_position
+
+    async def events(self) -> AsyncIterator[TokenEvent | FinishedEvent]:
+        """TokenEvents in position order, then one FinishedEvent; ends early on cancel, raises EngineStopped."""
+        queue = self._state.events
+        while True:
+            event = await queue.get()
+            if event is _END or isinstance(event, BaseException):
+                queue.put(event)  # a later events() call ends the same way instead of hanging
+                if event is _END:
+                    return
+                raise event
+            yield event
+            if isinstance(event, FinishedEvent):
+                queue.put(_END)
+                return
+
+    async def caught_up(self) -> None:
+        """Return once all its context but the last token has KV: a held sequence has nothing left to compute."""
+        state = self._state
+        while state.computed < len(state.context) - 1:
+            if state.status not in (Status.WAITING, Status.RUNNING):
+                raise EngineStopped(f"{state.request_id} ended ({state.status.value}) before catching up")
+            await asyncio.shield(self._engine._step_done())
+
+    def cancel(self) -> None:
+        """Stop the sequence now and free its KV blocks; no-op once it has ended."""
+        self._engine._end(self._state, Status.CANCELLED, _END)
+
+    def pause(self) -> None:
+        """Generate nothing beyond what is already produced; takes effect from the next step."""
+        self.set_limit(self._state.next_position)
+
+    def resume(self) -> None:
+        self.set_limit(None)
+
+    def set_limit(self, position: int | None) -> None:
+        """Generate only output positions below `position` (None: no limit) until raised."""
+        self._state.limit = position
+        self._engine._note_input()
+
+    def extend(self, ids: list[TokenId]) -> None:
+        """Append output tokens produced elsewhere (a handoff); they are computed as extend chunks.
+
+        Meant for a paused sequence: a token this engine was producing meanwhile is discarded.
+        """
+        state = self._state
+        if state.status not in (Status.WAITING, Status.RUNNING):
+            raise ValueError(f"{state.request_id}: cannot extend a sequence that is {state.status.value}")
+        if state.next_position + len(ids) >= state.end_position:
+            raise ValueError(
+                f"{state.request_id}: extending to position {state.next_position + len(ids)} leaves nothing "
+                f"to generate before the end position {state.end_position}"
+            )
+        if len(state.context) - state.computed <= 1:
+            state.chunk_origin = state.computed  # a new extend: chunk boundaries count from here
+        state.append(list(ids))
+        self._engine._note_input()
+
+
+class Engine:
+    """One emulated instance: FCFS admission, continuous batching, chunked prefill, prefix cache."""
+
+    def __init__(self, config: EngineConfig, step_seconds: StepSeconds, name: str = "engine") -> None:
+        self.config = config
+        self.name = name
+        self.cache = PrefixCache(config.kv_capacity_blocks, config.block_size)
+        self._planner = StepPlanner(config, self.cache)
+        self._step_seconds = step_seconds
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._stopped = False
+        self._deadline: float | None = None  # end of the previous step while busy
+        self._input_t = float("-inf")  # loop time of the latest submit, extend or limit change
+        self._steps = 0
+        self._busy_seconds = 0.0
+        self._late_max = 0.0
+        self._cancelled = 0
+        self._step_future: asyncio.Future[None] | None = None
+
+    @property
+    def block_size(self) -> int:
+        return self.config.block_size
+
+    @property
+    def load(self) -> int:
+        """Sequences admitted or queued: the pool balances on this."""
+        return len(self._planner.running) + len(self._planner.waiting)
+
+    def cached_prefix_tokens(self, block_hashes: list[int]) -> int:
+        return self.cache.held_prefix_tokens(block_hashes)
+
+    def submit(self, seq: Sequence) -> SequenceHandle:
+        if self._stopped:
+            raise EngineStopped(f"engine {self.name} is stopped; cannot take {seq.request_id}")
+        now = asyncio.get_running_loop().time()
+        state = SequenceState(seq, self.config.block_size, self.config.vocab_size, now)  # validates seq
+        self._planner.check_fits(state)
+        self._planner.enqueue(state)
+        self._note_input()
+        return SequenceHandle(self, state)
+
+    async def start(self) -> None:
+        if self._task is not None:
+            raise RuntimeError(f"engine {self.name} already started")
+        self._task = asyncio.get_running_loop().create_task(self._run(), name=f"engine-{self.name}")
+
+    async def stop(self) -> None:
+        """Cancel and await the loop, then fail every unfinished sequence with EngineStopped."""
+        self._stopped = True
+        task, self._task = self._task, None
+        try:
+            if task is not None:
+                task.cancel()
+                try:
+                    await task
+                except asyncio.CancelledError:
+                    pass
+        finally:
+            self._fail_all(f"engine {self.name} stopped before the request finished")
+
+    def stats(self) -> EngineStats:
+        planner, cache = self._planner, self.cache
+        return EngineStats(
+            running=len(planner.running), waiting=len(planner.waiting),
+            kv_blocks_total=cache.capacity_blocks, kv_blocks_used=cache.used_blocks,
+            kv_blocks_free=cache.free_blocks, kv_blocks_cached=cache.cached_blocks,
+            kv_blocks_evictable=cache.evictable_blocks,
+            steps=self._steps, busy_seconds=self._busy_seconds, late_seconds_max=self._late_max,
+            tokens_generated=planner.tokens_generated, prefill_tokens=planner.prefill_tokens,
+            decode_tokens=planner.decode_tokens, prefix_cache_query_tokens=planner.prefix_cache_query_tokens,
+            prefix_cache_hit_tokens=planner.prefix_cache_hit_tokens, requests_finished=planner.requests_finished,
+            requests_cancelled=self._cancelled, evictions=cache.evictions,
+        )
+
+    def _step_done(self) -> asyncio.Future[None]:
+        """A future resolved when the current step (or the next one, when idle) completes."""
+        if self._step_future is None or self._step_future.done():
+            self._step_future = asyncio.get_running_loop().create_future()
+        return self._step_future
+
+    def _note_input(self) -> None:
+        self._input_t = asyncio.get_running_loop().time()
+        self._wake.set()
+
+    def _end(self, state: SequenceState, status: Status, outcome: object) -> None:
+        if state.status not in (Status.WAITING, Status.RUNNING):
+            return
+        self._planner.drop(state, status, outcome)
+        if status is Status.CANCELLED:
+            self._cancelled += 1
+        if self._step_future is not None and not self._step_future.done():
+            self._step_future.set_result(None)  # lets caught_up() see that the sequence ended
+        self._note_input()  # freed blocks may admit a waiting sequence
+
+    def _fail_all(self, reason: str) -> None:
+        for state in [*self._planner.running, *self._planner.waiting]:
+            self._end(state, Status.FAILED, EngineStopped(f"{reason}: {state.request_id}"))
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        planner = self._planner
+        try:
+            while True:
+                # Back-to-back steps chain their deadlines, so a late wake-up delays nothing after
+                # it; a step after an idle spell starts at "now", and no step starts before the
+                # last input (submit, extend, limit change) that may have shaped it.
+                if self._deadline is None:
+                    start = loop.time()
+                else:
+                    start = max(self._deadline, self._input_t)
+                plan = planner.plan(start)
+                if plan is None:
+                    self._deadline = None
+                    self._wake.clear()  # no await since plan(): nothing can have set it in between
+                    await self._wake.wait()
+                    continue
+                seconds = self._step_seconds(plan.batch)
+                if not seconds >= 0.0:
+                    raise ValueError(f"step clock returned {seconds!r} seconds for {plan.batch}")
+                deadline = start + seconds
+                delay = deadline - loop.time()
+                await asyncio.sleep(delay if delay > 0.0 else 0.0)  # sleep(0) still lets other tasks run
+                self._late_max = max(self._late_max, loop.time() - deadline)
+                self._deadline = deadline
+                self._steps += 1
+                self._busy_seconds += seconds
+                planner.complete(plan, deadline)
+                if self._step_future is not None and not self._step_future.done():
+                    self._step_future.set_result(None)
+        except Exception as exc:
+            self._fail_all(f"engine {self.name} loop failed ({exc!r})")
+            raise
+

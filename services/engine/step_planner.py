@@ -1,0 +1,212 @@
+"""Continuous batching with chunked prefill: what each step computes, and what it produced.
+
+Pure bookkeeping with no clock and no asyncio, so the policy can be read and
+tested on its own; the Engine (scheduler.py) times the steps. The policies
+(admission, budget, chunk boundaries) are in docs/engine.md, "Scheduling".
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+from dataclasses import dataclass
+
+from services.engine.batch import Chunk, StepBatch
+from services.engine.prefix_cache import DEFAULT_BLOCK_SIZE, PrefixCache, extend_block_hashes
+from services.engine.sequence import EngineFull, FinishedEvent, SequenceState, Status, TokenEvent
+from services.engine.tokens import token_at
+from services.types import Seconds
+
+
+@dataclass(frozen=True, slots=True)
+class EngineConfig:
+    kv_capacity_blocks: int  # see prefix_cache.kv_capacity_blocks
+    vocab_size: int
+    block_size: int = DEFAULT_BLOCK_SIZE
+    max_num_batched_tokens: int = 8192  # token budget of one step (decodes + chunks)
+    chunk_size: int = 2048  # most prefill/extend tokens one sequence computes in a step
+    max_running: int = 256
+    max_context: int | None = None  # prompt + output tokens a request may reach
+    max_waiting: int | None = None  # submit raises EngineFull beyond this; None: unbounded
+
+    def __post_init__(self) -> None:
+        positive = ("kv_capacity_blocks", "vocab_size", "block_size", "max_num_batched_tokens", "chunk_size",
+                    "max_running")
+        for name in positive:
+            if getattr(self, name) < 1:
+                raise ValueError(f"engine config: {name} must be at least 1, got {getattr(self, name)}")
+
+
+@dataclass(frozen=True, slots=True)
+class StepPlan:
+    batch: StepBatch
+    decodes: tuple[SequenceState, ...]
+    chunks: tuple[tuple[SequenceState, int], ...]  # (sequence, tokens of its chunk)
+
+
+class StepPlanner:
+    """Holds the waiting queue (FCFS) and the running set of one instance."""
+
+    def __init__(self, config: EngineConfig, cache: PrefixCache) -> None:
+        self.config = config
+        self.cache = cache
+        self.waiting: deque[SequenceState] = deque()
+        self.running: list[SequenceState] = []
+        self.live: dict[str, SequenceState] = {}  # waiting or running, by request id
+        self._unscheduled: list[SequenceState] = []  # admitted, not yet in any step
+        self.tokens_generated = 0
+        self.prefill_tokens = 0
+        self.decode_tokens = 0
+        self.prefix_cache_query_tokens = 0
+        self.prefix_cache_hit_tokens = 0
+        self.requests_finished = 0
+
+    def check_fits(self, state: SequenceState) -> None:
+        final_len = state.prompt_len + state.end_position
+        cfg = self.config
+        if cfg.max_context is not None and final_len > cfg.max_context:
+            raise EngineFull(f"{state.request_id}: {final_len} tokens exceed the context limit of {cfg.max_context}")
+        if state.total_blocks > self.cache.capacity_blocks:
+            raise EngineFull(
+                f"{state.request_id}: needs {state.total_blocks} KV blocks of {cfg.block_size} tokens, "
+                f"more than this instance's capacity of {self.cache.capacity_blocks}"
+            )
+        if cfg.max_waiting is not None and len(self.waiting) >= cfg.max_waiting:
+            raise EngineFull(f"{state.request_id}: {len(self.waiting)} requests already waiting (max_waiting)")
+
+    def enqueue(self, state: SequenceState) -> None:
+        if state.request_id in self.live:
+            raise ValueError(f"{state.request_id}: a sequence with this request id is already on this engine")
+        self.waiting.append(state)
+        self.live[state.request_id] = state
+
+    def drop(self, state: SequenceState, status: Status, outcome: object) -> None:
+        """Remove an unfinished sequence (cancel, stop) and free its blocks."""
+        if state.status is Status.WAITING:
+            self.waiting.remove(state)
+        elif state.status is Status.RUNNING:
+            self.running.remove(state)
+        self.cache.release(state.request_id)
+        del self.live[state.request_id]
+        state.close(status, outcome)
+
+    def plan(self, start_t: Seconds) -> StepPlan | None:
+        """Admit what fits, then fill the budget: every decode first, then chunks FCFS. None: nothing to do."""
+        self._admit()
+        cfg = self.config
+        budget = cfg.max_num_batched_tokens
+        decodes: list[SequenceState] = []
+        waiting_for_chunks = False
+        for state in self.running:  # the per-step hot loop: properties inlined
+            context_len, computed, limit = len(state.context), state.computed, state.limit
+            if context_len - computed == 1 and computed:  # SequenceState.is_decode
+                if limit is None or context_len - state.prompt_len < limit:
+                    decodes.append(state)
+            else:
+                waiting_for_chunks = True
+        if len(decodes) > budget:
+            decodes = decodes[:budget]
+        budget -= len(decodes)
+        chunks: list[tuple[SequenceState, int]] = []
+        if waiting_for_chunks:
+            for state in self.running:
+                if budget == 0:
+                    break
+                if state.is_decode or state.computable <= 0:
+                    continue
+                # Cut at chunk-size boundaries of the part computed here, so a prompt whose
+                # uncached part is k * chunk_size + r always ends with an r-token chunk.
+                room = cfg.chunk_size - (state.computed - state.chunk_origin) % cfg.chunk_size
+                tokens = min(state.computable, room, budget)
+                chunks.append((state, tokens))
+                budget -= tokens
+        if not decodes and not chunks:
+            return None
+        for state in self._unscheduled:
+            if state.status is Status.RUNNING and (state in decodes or any(state is c[0] for c in chunks)):
+                state.stats.first_scheduled_t = start_t
+        self._unscheduled = [
+            s for s in self._unscheduled if s.status is Status.RUNNING and s.stats.first_scheduled_t is None
+        ]
+        batch = StepBatch(
+            tuple(Chunk(new_tokens=tokens, cached_tokens=state.computed) for state, tokens in chunks),
+            tuple(state.computed + 1 for state in decodes),  # a decode attends over all KV, its own included
+        )
+        return StepPlan(batch, tuple(decodes), tuple(chunks))
+
+    def _admit(self) -> None:
+        cfg = self.config
+        while self.waiting and len(self.running) < cfg.max_running:
+            state = self.waiting[0]
+            # At least the last context token is always computed: its logits give the next token.
+            max_hit_blocks = (len(state.context) - 1) // cfg.block_size
+            hit_blocks = self.cache.admit(state.request_id, state.hashes, state.total_blocks, max_hit_blocks)
+            if hit_blocks is None:
+                break  # strict FCFS: nothing overtakes the queue's head (docs/engine.md, "Admission")
+            self.waiting.popleft()
+            cache_hit = hit_blocks * cfg.block_size
+            state.computed = state.chunk_origin = min(max(state.kv_tokens, cache_hit), len(state.context) - 1)
+            state.published_blocks = hit_blocks
+            self._publish(state)
+            state.status = Status.RUNNING
+            state.stats.hit_tokens = state.computed
+            state.stats.cache_hit_tokens = cache_hit
+            self.prefix_cache_query_tokens += len(state.context)
+            self.prefix_cache_hit_tokens += cache_hit
+            self.running.append(state)
+            self._unscheduled.append(state)
+
+    def _publish(self, state: SequenceState) -> None:
+        blocks = state.computed // self.config.block_size
+        if blocks > state.published_blocks:
+            self.cache.commit(state.request_id, state.hashes, blocks)
+            state.published_blocks = blocks
+
+    def complete(self, plan: StepPlan, end_t: Seconds) -> None:
+        """Apply a finished step: advance KV, publish full blocks, emit tokens, retire finished sequences."""
+        block_size, vocab_size = self.config.block_size, self.config.vocab_size
+        running = Status.RUNNING
+        retired = False
+        for state, tokens in plan.chunks:
+            if state.status is running:
+                state.stats.chunks.append(tokens)
+                self.prefill_tokens += tokens
+        self.decode_tokens += len(plan.decodes)
+        for state, tokens in itertools.chain(zip(plan.decodes, itertools.repeat(1)), plan.chunks):
+            if state.status is not running:
+                continue  # cancelled while the step ran
+            computed = state.computed = state.computed + tokens
+            stats = state.stats
+            stats.computed_tokens += tokens
+            if computed // block_size > state.published_blocks:
+                self._publish(state)
+            context = state.context
+            # A step that reaches the end of the context produces the next token; one that an
+            # extend overtook (context grew meanwhile) only added KV.
+            if computed == len(context):
+                position = computed - state.prompt_len
+                token = token_at(state.key, position, vocab_size)
+                context.append(token)
+                if len(context) % block_size == 0:
+                    extend_block_hashes(state.hashes, context, block_size)
+                stats.generated_tokens += 1
+                self.tokens_generated += 1
+                if stats.first_token_t is None:
+                    stats.first_token_t = end_t
+                    if stats.prefill_done_t is None:
+                        stats.prefill_done_t = end_t
+                state.events.put(TokenEvent(position, token, end_t))
+                if position + 1 >= state.end_position:
+                    self._finish(state, end_t)
+                    retired = True
+            elif stats.prefill_done_t is None and len(context) - computed <= 1:
+                stats.prefill_done_t = end_t  # held: context computed, no token produced
+        if retired:
+            self.running = [s for s in self.running if s.status is running]
+
+    def _finish(self, state: SequenceState, end_t: Seconds) -> None:
+        state.stats.finished_t = end_t
+        self.cache.release(state.request_id)
+        del self.live[state.request_id]
+        self.requests_finished += 1
+        state.close(Status.FINISHED, FinishedEvent(state.stats))

@@ -1,0 +1,114 @@
+"""Deterministic tokens: a toy word-level tokenizer and a stateless output generator.
+
+The emulator never runs a model, yet clients must be able to check that a
+handoff between instances lost or repeated nothing. So the token at output
+position i is a pure function of (prompt fingerprint, i, seed): any instance
+that continues a request produces the same text (docs/engine.md, "Tokens").
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+
+from services.types import TokenId
+
+_MASK64 = (1 << 64) - 1
+_GOLDEN64 = 0x9E3779B97F4A7C15
+
+# Pseudo-words are consonant-vowel syllables; an id is written in base 80 with
+# one syllable per digit, most significant first, so words are short and unique.
+_CONSONANTS = "bdfghjklmnprstvz"
+_VOWELS = "aeiou"
+_SYLLABLES = tuple(c + v for c in _CONSONANTS for v in _VOWELS)
+_SYLLABLE_DIGIT = {s: i for i, s in enumerate(_SYLLABLES)}
+_BASE = len(_SYLLABLES)
+
+
+def splitmix64(x: int) -> int:
+    """One round of splitmix64: a cheap, well-mixed 64-bit bijection."""
+    x = (x + _GOLDEN64) & _MASK64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return x ^ (x >> 31)
+
+
+def _word_for(token_id: int) -> str:
+    digits = []
+    n = token_id
+    while True:
+        n, digit = divmod(n, _BASE)
+        digits.append(_SYLLABLES[digit])
+        if n == 0:
+            return "".join(reversed(digits))
+
+
+def _id_for(word: str) -> int | None:
+    """The id a pseudo-word spells, or None if the piece is not one."""
+    if len(word) % 2 or not word or (len(word) > 2 and word[:2] == _SYLLABLES[0]):
+        return None  # a leading zero syllable never appears in a canonical word
+    value = 0
+    for i in range(0, len(word), 2):
+        digit = _SYLLABLE_DIGIT.get(word[i : i + 2])
+        if digit is None:
+            return None
+        value = value * _BASE + digit
+    return value
+
+
+class WordTokenizer:
+    """Whitespace pieces to ids over `vocab_size` pseudo-words; unknown pieces hash into the vocabulary."""
+
+    def __init__(self, vocab_size: int) -> None:
+        if vocab_size < 2:
+            raise ValueError(f"vocab_size must be at least 2, got {vocab_size}")
+        self.vocab_size = vocab_size
+        self._texts: dict[int, str] = {}
+
+    def token_text(self, token_id: TokenId) -> str:
+        """The word for `token_id` followed by one space, so streamed pieces concatenate to decode()."""
+        text = self._texts.get(token_id)
+        if text is None:
+            if not 0 <= token_id < self.vocab_size:
+                raise ValueError(f"token id {token_id} is outside the vocabulary of {self.vocab_size}")
+            text = self._texts[token_id] = _word_for(token_id) + " "
+        return text
+
+    def decode(self, ids: list[TokenId]) -> str:
+        return "".join(self.token_text(i) for i in ids)
+
+    def encode(self, text: str) -> list[TokenId]:
+        return [self._piece_id(piece) for piece in text.split()]
+
+    def _piece_id(self, piece: str) -> TokenId:
+        known = _id_for(piece)
+        if known is not None and known < self.vocab_size:
+            return known
+        digest = hashlib.blake2b(piece.encode("utf-8"), digest_size=8).digest()
+        return int.from_bytes(digest, "little") % self.vocab_size
+
+
+def prompt_fingerprint(prompt_ids: list[TokenId] | np.ndarray) -> int:
+    """A stable 64-bit hash of the prompt, the same in every process and on every host."""
+    data = np.asarray(prompt_ids, dtype="<i8").tobytes()
+    return int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little")
+
+
+def stream_key(fingerprint: int, seed: int) -> int:
+    """The per-request key of the output stream; engines compute it once per sequence."""
+    return splitmix64((fingerprint ^ splitmix64(seed & _MASK64)) & _MASK64)
+
+
+def token_at(key: int, position: int, vocab_size: int) -> TokenId:
+    """The output token at `position` of the stream `key` (see stream_key)."""
+    # splitmix64 written out: this runs once per generated token.
+    x = (key + (position + 1) * _GOLDEN64) & _MASK64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return (x ^ (x >> 31)) % vocab_size
+
+
+def output_token(fingerprint: int, position: int, seed: int, vocab_size: int) -> TokenId:
+    """The token at output position `position`: a function of (fingerprint, position, seed) only."""
+    return token_at(stream_key(fingerprint, seed), position, vocab_size)

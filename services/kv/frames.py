@@ -1,0 +1,101 @@
+"""msgpack frames that carry KV bytes between instances.
+
+Wire format (docs/mesh.md §Frames): a 4-byte big-endian length, then a msgpack
+map {"v", "rid", "seq", "of", "crc", "data"}. The length is checked against
+MAX_FRAME_BYTES before a single payload byte is read, so a corrupt or hostile
+peer cannot make the receiver allocate more than that.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import struct
+import zlib
+from dataclasses import dataclass
+
+import msgpack
+
+VERSION = 1
+HEADER = struct.Struct(">I")
+MAX_FRAME_BYTES = 8 * 1024 * 1024
+DEFAULT_FRAME_PAYLOAD_BYTES = 256 * 1024
+
+# One random buffer, sliced for every payload: real bytes on the wire without
+# paying for os.urandom per transfer. Integrity is checked with CRC32 per frame.
+_FILLER = os.urandom(DEFAULT_FRAME_PAYLOAD_BYTES * 4)
+
+
+class FrameError(ValueError):
+    """A frame that is truncated, oversized or fails its checksum."""
+
+    def __init__(self, message: str, request_id: str | None = None):
+        super().__init__(message)
+        self.request_id = request_id  # set when the frame named its request, so that transfer can fail
+
+
+@dataclass(frozen=True, slots=True)
+class KvFrame:
+    request_id: str
+    seq: int  # 0-based index of this frame within the transfer
+    of: int  # number of frames in the transfer
+    data: bytes | memoryview
+
+    def encode(self) -> bytes:
+        body = msgpack.packb(
+            {"v": VERSION, "rid": self.request_id, "seq": self.seq, "of": self.of,
+             "crc": zlib.crc32(self.data), "data": self.data},
+            use_bin_type=True,
+        )
+        return HEADER.pack(len(body)) + body
+
+
+def decode_body(body: bytes) -> KvFrame:
+    try:
+        fields = msgpack.unpackb(body, raw=False, max_bin_len=MAX_FRAME_BYTES, max_str_len=1024,
+                                 max_array_len=16, max_map_len=16)
+    except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
+        raise FrameError(f"undecodable KV frame: {exc}") from exc
+    if not isinstance(fields, dict) or fields.get("v") != VERSION:
+        raise FrameError("KV frame is not a version-1 map")
+    try:
+        rid, seq, of, crc, data = (fields[k] for k in ("rid", "seq", "of", "crc", "data"))
+    except KeyError as exc:
+        raise FrameError(f"KV frame lacks field {exc}") from exc
+    if not (isinstance(rid, str) and isinstance(data, bytes) and all(isinstance(x, int) for x in (seq, of, crc))):
+        raise FrameError("KV frame fields have the wrong types")
+    if not 0 <= seq < of:
+        raise FrameError(f"KV frame index {seq} outside 0..{of - 1}", rid)
+    if zlib.crc32(data) != crc:
+        raise FrameError(f"KV frame {seq} of request {rid} fails its checksum", rid)
+    return KvFrame(rid, seq, of, data)
+
+
+async def read_frame(reader: asyncio.StreamReader) -> KvFrame | None:
+    """The next frame, or None at a clean end of stream. Raises FrameError on anything else."""
+    try:
+        header = await reader.readexactly(HEADER.size)
+    except asyncio.IncompleteReadError as exc:
+        if exc.partial:
+            raise FrameError("stream ended inside a frame header") from exc
+        return None
+    (length,) = HEADER.unpack(header)
+    if length == 0 or length > MAX_FRAME_BYTES:
+        raise FrameError(f"KV frame length {length} outside 1..{MAX_FRAME_BYTES}")
+    try:
+        body = await reader.readexactly(length)
+    except asyncio.IncompleteReadError as exc:
+        raise FrameError(f"stream ended {length - len(exc.partial)} bytes short of a frame") from exc
+    return decode_body(body)
+
+
+def split_payload(request_id: str, real_bytes: int, frame_bytes: int = DEFAULT_FRAME_PAYLOAD_BYTES) -> list[KvFrame]:
+    """The frames of one transfer of `real_bytes` (at least one frame, possibly empty)."""
+    count = max(1, -(-real_bytes // frame_bytes))
+    filler = memoryview(_FILLER)
+    frames = []
+    for seq in range(count):
+        size = min(frame_bytes, real_bytes - seq * frame_bytes)
+        start = (seq * 7919) % (len(_FILLER) - frame_bytes)  # vary content between frames
+        frames.append(KvFrame(request_id, seq, count, bytes(filler[start:start + size])))
+    return frames

@@ -1,0 +1,110 @@
+"""Ship KV to another service: announce over gRPC, then the bytes over the link between the pools.
+
+Used by prefill (the prompt's KV, to decode, main decode and the relay) and by
+the relay in pdd-kvship (the incremental KV of its tokens, to main decode).
+One sender (connection pool) and one gRPC channel per destination, created on
+first use and closed at shutdown; each transfer's bytes flow in a tracked task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from dataclasses import dataclass
+
+import grpc
+
+from services.kv.frames import DEFAULT_FRAME_PAYLOAD_BYTES
+from services.kv.sender import KvSender
+from services.launcher.plan import MeshPlan
+from services.rpc import channel, metadata, pb, pb_grpc
+
+log = logging.getLogger(__name__)
+
+
+class ShipRefused(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Shipment:
+    target: str
+    tokens: int
+    emulated_bytes: int
+    real_bytes: int
+
+
+class KvShipper:
+    def __init__(self, plan: MeshPlan, me: str) -> None:
+        self.plan, self.me = plan, me
+        self._senders: dict[str, KvSender] = {}
+        self._stubs: dict[str, pb_grpc.DecodeStub] = {}
+        self._channels: list[grpc.aio.Channel] = []
+        self._tasks: set[asyncio.Task] = set()
+        self._cancels: dict[str, asyncio.Event] = {}
+        self.real_bytes_sent = 0
+        self.cancelled = 0
+
+    def _route(self, target: str) -> tuple[KvSender, pb_grpc.DecodeStub]:
+        """KeyError when the plan has no link from this service to `target`."""
+        if target not in self._senders:
+            link = self.plan.link(self.me, target)
+            self._senders[target] = KvSender(link.host, link.listen_port)
+            ch = channel(self.plan.service(target).grpc_address)
+            self._channels.append(ch)
+            self._stubs[target] = pb_grpc.DecodeStub(ch)
+        return self._senders[target], self._stubs[target]
+
+    async def ship(self, transfer_id: str, target: str, tokens: int, kv_bytes_per_token: int, byte_scale: float,
+                   first_token: int = -1, first_index: int = 0, cancellable: bool = False) -> Shipment:
+        sender, stub = self._route(target)
+        emulated = tokens * kv_bytes_per_token
+        real = math.ceil(emulated / max(1.0, byte_scale))
+        ack = await stub.Announce(pb.TransferAnnounce(
+            request_id=transfer_id, first_token_index=first_index, num_tokens=tokens, real_bytes=real,
+            emulated_bytes=emulated, frames=max(1, math.ceil(real / DEFAULT_FRAME_PAYLOAD_BYTES)),
+            first_token=first_token), timeout=10.0, metadata=metadata(transfer_id))
+        if not ack.accepted:
+            raise ShipRefused(f"{target} refused the KV of {transfer_id}: {ack.reason}")
+        cancel = asyncio.Event()
+        if cancellable:
+            self._cancels[transfer_id] = cancel
+        task = asyncio.create_task(self._send(sender, transfer_id, real, cancel), name=f"kv-{transfer_id}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return Shipment(target, tokens, emulated, real)
+
+    async def _send(self, sender: KvSender, transfer_id: str, real: int, cancel: asyncio.Event) -> None:
+        try:
+            result = await sender.send(transfer_id, real, cancel)
+            self.real_bytes_sent += result.real_bytes
+            if result.cancelled:
+                self.cancelled += 1
+                log.info("%s: transfer cancelled after %d of %d bytes", transfer_id, result.real_bytes, real)
+        except ConnectionError as exc:
+            # The receiver's transfer deadline turns this into an explicit error for the request.
+            log.warning("%s", exc)
+        finally:
+            self._cancels.pop(transfer_id, None)
+
+    def cancel(self, transfer_id: str) -> bool:
+        """Stop sending a transfer's remaining frames; False when it is not in flight."""
+        event = self._cancels.get(transfer_id)
+        if event is None:
+            return False
+        event.set()
+        return True
+
+    def stats(self) -> dict:
+        return {"kv_bytes_sent": self.real_bytes_sent, "transfers_in_flight": len(self._tasks),
+                "transfers_cancelled": self.cancelled,
+                "senders": {t: {"transfers": s.transfers, "failures": s.failures} for t, s in self._senders.items()}}
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for sender in self._senders.values():
+            await sender.close()
+        await asyncio.gather(*(ch.close() for ch in self._channels))

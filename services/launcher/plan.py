@@ -1,0 +1,120 @@
+"""A mesh plan: the scenario resolved into services, links and addresses.
+
+The launcher writes the plan to the run directory; every service process reads
+it to find its peers, so one file describes the running mesh. Links carry KV
+bytes from each sending pool to each receiving pool (docs/mesh.md §Topology);
+their rates and queues are divided by `byte_scale` because real bytes are.
+"""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from services.scenario import LinkSpec, PoolSpec, Scenario
+from services.types import Mode, Role
+
+_KV_RECEIVERS = (Role.DECODE, Role.MAIN_DECODE, Role.RELAY_DECODE)
+
+
+class ServicePlan(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    name: str
+    role: Role
+    host: str
+    http_port: int  # health and /metrics (the user API too, for the router)
+    grpc_port: int = 0
+    kv_port: int = 0
+    pool: PoolSpec | None = None
+
+    @property
+    def grpc_address(self) -> str:
+        return f"{self.host}:{self.grpc_port}"
+
+
+class LinkPlan(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    name: str
+    src: str  # sending pool
+    dst: str  # receiving pool
+    kind: str  # "wan" or "rdma"
+    host: str
+    listen_port: int
+    control_port: int
+    upstream_port: int
+    spec: LinkSpec
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.listen_port}"
+
+
+class MeshPlan(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    scenario: Scenario
+    services: tuple[ServicePlan, ...]
+    links: tuple[LinkPlan, ...]
+
+    def service(self, name: str) -> ServicePlan:
+        for service in self.services:
+            if service.name == name:
+                return service
+        raise KeyError(f"no service {name!r} in the plan; have {[s.name for s in self.services]}")
+
+    def with_role(self, *roles: Role) -> list[ServicePlan]:
+        return [s for s in self.services if s.role in roles]
+
+    def link(self, src: str, dst: str) -> LinkPlan:
+        for link in self.links:
+            if link.src == src and link.dst == dst:
+                return link
+        raise KeyError(f"no link from {src!r} to {dst!r}")
+
+    @property
+    def router(self) -> ServicePlan:
+        return self.with_role(Role.ROUTER)[0]
+
+    def save(self, path: Path) -> None:
+        path.write_text(self.model_dump_json(indent=2))
+
+    @classmethod
+    def load(cls, path: Path) -> "MeshPlan":
+        return cls.model_validate_json(Path(path).read_text())
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def build_plan(scenario: Scenario, host: str = "127.0.0.1", router_port: int = 0) -> MeshPlan:
+    services = [ServicePlan(name="router", role=Role.ROUTER, host=host, http_port=router_port or free_port(host))]
+    for pool in scenario.pools:
+        receives_kv = pool.role in _KV_RECEIVERS
+        services.append(ServicePlan(
+            name=pool.name, role=pool.role, host=host, pool=pool, http_port=free_port(host),
+            grpc_port=free_port(host), kv_port=free_port(host) if receives_kv else 0,
+        ))
+    by_name = {s.name: s for s in services}
+    links = []
+    for src, dst in _kv_paths(scenario):
+        kind = "rdma" if src.dc == dst.dc else "wan"
+        links.append(LinkPlan(
+            name=f"{src.name}-to-{dst.name}", src=src.name, dst=dst.name, kind=kind, host=host,
+            listen_port=free_port(host), control_port=free_port(host),
+            upstream_port=by_name[dst.name].kv_port, spec=scenario.link_between(src, dst),
+        ))
+    return MeshPlan(scenario=scenario, services=tuple(services), links=tuple(links))
+
+
+def _kv_paths(scenario: Scenario) -> list[tuple[PoolSpec, PoolSpec]]:
+    """Every (sender, receiver) pair of pools that KV bytes travel between."""
+    senders = scenario.pools_with(Role.PREFILL)
+    receivers = scenario.pools_with(*_KV_RECEIVERS)
+    paths = [(s, r) for s in senders for r in receivers]
+    if scenario.mode is Mode.PDD_KVSHIP:  # the relay ships its incremental KV to main decode
+        paths += [(s, r) for s in scenario.pools_with(Role.RELAY_DECODE) for r in scenario.pools_with(Role.MAIN_DECODE)]
+    return paths

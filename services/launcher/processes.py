@@ -1,0 +1,170 @@
+"""Run a mesh plan as local processes: links first, then services, router last.
+
+Each process is started in its own session with its output in
+RUN_DIR/logs/NAME.log; `state.json` records what was started so `down` stops
+exactly those processes (it checks each pid's command line before signalling).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from services.launcher.plan import LinkPlan, MeshPlan, ServicePlan
+from services.types import Role
+
+STATE_FILE = "state.json"
+PLAN_FILE = "plan.json"
+START_ORDER = (Role.DECODE, Role.MAIN_DECODE, Role.RELAY_DECODE, Role.COLOCATED, Role.PREFILL, Role.ROUTER)
+
+
+class LaunchError(RuntimeError):
+    pass
+
+
+@dataclass
+class Started:
+    name: str
+    pid: int
+    health_url: str
+    cmd: tuple[str, ...]
+
+
+def link_command(link: LinkPlan, scale: float, seed: int) -> list[str]:
+    spec = link.spec
+    cmd = [
+        sys.executable, "-m", "services.cli", "link",
+        "--listen", link.address, "--upstream", f"{link.host}:{link.upstream_port}",
+        "--control", f"{link.host}:{link.control_port}", "--seed", str(seed),
+        # Real bytes are emulated bytes / byte_scale, so the real rate is too (docs/mesh.md §Byte scale).
+        "--rate", f"{spec.rate_bps / scale:.0f}bit", "--queue", f"{max(65536, int(spec.queue_bytes / scale))}",
+        "--delay", f"{spec.delay_s}s",
+    ]
+    if spec.jitter_s:
+        cmd += ["--jitter", f"{spec.jitter_s}s", "--jitter-dist", spec.jitter_dist]
+    if spec.loss:
+        cmd += ["--loss", f"{spec.loss}"]
+    if spec.schedule:
+        cmd += ["--schedule", spec.schedule]
+    return cmd
+
+
+def service_command(plan_path: Path, service: ServicePlan) -> list[str]:
+    return [sys.executable, "-m", "services.cli", "serve", "--plan", str(plan_path), "--service", service.name]
+
+
+def _spawn(name: str, cmd: list[str], run_dir: Path) -> int:
+    logs = run_dir / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    with open(logs / f"{name}.log", "ab") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True, cwd=os.getcwd())
+    return proc.pid
+
+
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=1.0) as reply:
+            return reply.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie child of ours still answers kill(0); reap it so it reads as dead.
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        return done == 0
+    except ChildProcessError:
+        return True
+
+
+def wait_healthy(started: list[Started], run_dir: Path, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    waiting = list(started)
+    while waiting:
+        for proc in list(waiting):
+            if not _alive(proc.pid):
+                tail = (run_dir / "logs" / f"{proc.name}.log").read_text(errors="replace")[-2000:]
+                raise LaunchError(f"{proc.name} exited during start-up; its log ends:\n{tail}")
+            if _healthy(proc.health_url):
+                waiting.remove(proc)
+        if waiting and time.monotonic() > deadline:
+            raise LaunchError(f"not healthy within {timeout_s:g} s: {', '.join(p.name for p in waiting)}")
+        time.sleep(0.05)
+
+
+def start_mesh(plan: MeshPlan, run_dir: Path, timeout_s: float = 60.0) -> list[Started]:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    plan_path = (run_dir / PLAN_FILE).resolve()
+    plan.save(plan_path)
+    scale, seed = plan.scenario.byte_scale, plan.scenario.seed
+    started: list[Started] = []
+    try:
+        for link in plan.links:
+            cmd = link_command(link, scale, seed)
+            started.append(Started(link.name, _spawn(link.name, cmd, run_dir),
+                                   f"http://{link.host}:{link.control_port}/health", tuple(cmd)))
+        for role in START_ORDER:
+            for service in plan.with_role(role):
+                cmd = service_command(plan_path, service)
+                started.append(Started(service.name, _spawn(service.name, cmd, run_dir),
+                                       f"http://{service.host}:{service.http_port}/health", tuple(cmd)))
+        _write_state(run_dir, plan, started)
+        wait_healthy(started, run_dir, timeout_s)
+    except BaseException:
+        stop_processes(started)
+        raise
+    return started
+
+
+def _write_state(run_dir: Path, plan: MeshPlan, started: list[Started]) -> None:
+    state = {
+        "scenario": plan.scenario.name,
+        "router": f"http://{plan.router.host}:{plan.router.http_port}",
+        "processes": [{"name": p.name, "pid": p.pid, "health": p.health_url, "cmd": list(p.cmd)} for p in started],
+        "started_at": time.time(),
+    }
+    (run_dir / STATE_FILE).write_text(json.dumps(state, indent=2))
+
+
+def read_state(run_dir: Path) -> tuple[dict, list[Started]] | None:
+    path = run_dir / STATE_FILE
+    if not path.exists():
+        return None
+    state = json.loads(path.read_text())
+    return state, [Started(p["name"], p["pid"], p["health"], tuple(p["cmd"])) for p in state["processes"]]
+
+
+def _ours(proc: Started) -> bool:
+    """True only for the very process we started: a reused pid has another command line."""
+    try:
+        cmdline = Path(f"/proc/{proc.pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return cmdline.rstrip(b"\0").split(b"\0") == [part.encode() for part in proc.cmd]
+
+
+def stop_processes(started: list[Started], grace_s: float = 10.0) -> None:
+    """SIGTERM in reverse start order, then SIGKILL whatever outlives the grace period."""
+    targets = [p for p in reversed(started) if _alive(p.pid) and _ours(p)]
+    for proc in targets:
+        os.killpg(proc.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while any(_alive(p.pid) for p in targets) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for proc in targets:
+        if _alive(proc.pid):
+            os.killpg(proc.pid, signal.SIGKILL)

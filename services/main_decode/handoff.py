@@ -1,0 +1,108 @@
+"""Main decode's side of the handoff: pull the relay's token ids, recompute them locally.
+
+Once the prompt's KV has crossed the WAN, main decode asks the relay for the
+ids it generated and runs them through one extend pass (timed by the roofline
+clock inside main decode's current batch), then continues decoding. Two modes
+(docs/pdd.md §Handoff):
+- one-shot: stop the relay now, take every id at once; one larger stall.
+- catch-up: while the relay keeps generating, take the backlog in chunks until
+  it is within CLOSE_ENOUGH tokens, then stop the relay; several small stalls.
+Catch-up is chosen when the backlog exceeds the threshold and the relay has
+room (its load is below `busy_relay_load`); a busy relay is released at once.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from services.engine.scheduler import Engine, SequenceHandle
+from services.engine.sequence import Sequence
+from services.rpc import metadata, pb, pb_grpc
+from services.types import HandoffMode
+
+CLOSE_ENOUGH = 2  # tokens: about one relay decode step
+RPC_TIMEOUT_S = 15.0
+
+
+@dataclass
+class HandoffOutcome:
+    handle: SequenceHandle | None  # None: the relay finished the request itself
+    mode: HandoffMode
+    chunks: int
+    cut: int  # first output position main decode produces
+    started_unix: float
+    finished_on_relay: bool = False
+
+
+async def _pull(relay: pb_grpc.DecodeStub, rid: str, start: int, stop: bool, ship_kv_to: str = "") -> pb.HandoffReply:
+    return await relay.Handoff(pb.HandoffRequest(request_id=rid, from_position=start, stop=stop, ship_kv_to=ship_kv_to),
+                               timeout=RPC_TIMEOUT_S, metadata=metadata(rid))
+
+
+async def take_over_by_kv(relay: pb_grpc.DecodeStub, engine: Engine, request, prompt: list[int], me: str,
+                          wait_transfer) -> HandoffOutcome:
+    """pdd-kvship: stop the relay and receive the KV of its tokens over the WAN instead of recomputing."""
+    started = time.time()
+    final = await _pull(relay, request.request_id, 0, stop=True, ship_kv_to=me)
+    ids = list(final.tokens)
+    if final.finished:
+        return HandoffOutcome(None, HandoffMode.ONE_SHOT, 0, len(ids), started, finished_on_relay=True)
+    await wait_transfer(f"{request.request_id}/handoff")
+    # The relay computed KV for every id but the last (a generated token's own KV comes with the next step).
+    seq = Sequence(request_id=request.request_id, context=prompt + ids, prompt_len=len(prompt),
+                   kv_tokens=len(prompt) + len(ids) - 1, generate=request.max_tokens - len(ids),
+                   first_position=len(ids), seed=request.seed)
+    return HandoffOutcome(engine.submit(seq), HandoffMode.ONE_SHOT, 1, len(ids), started)
+
+
+async def take_over(relay: pb_grpc.DecodeStub, engine: Engine, request, prompt: list[int]) -> HandoffOutcome:
+    rid, max_tokens = request.request_id, request.max_tokens
+    started = time.time()
+    first = await _pull(relay, rid, 0, stop=False)
+    ids = list(first.tokens)
+    catch_up = len(ids) > request.catch_up_threshold and first.relay_load < request.busy_relay_load
+    mode = HandoffMode.CATCH_UP if catch_up else HandoffMode.ONE_SHOT
+    if first.finished:
+        return HandoffOutcome(None, mode, 0, len(ids), started, finished_on_relay=True)
+    if not catch_up:
+        final = await _pull(relay, rid, len(ids), stop=True)
+        ids += final.tokens
+        if final.finished:
+            return HandoffOutcome(None, mode, 0, len(ids), started, finished_on_relay=True)
+        return HandoffOutcome(_submit(engine, request, prompt, ids, hold=False), mode, 1, len(ids), started)
+
+    handle = _submit(engine, request, prompt, ids, hold=True)
+    chunks = 1
+    try:
+        while True:
+            await handle.caught_up()
+            more = await _pull(relay, rid, len(ids), stop=False)
+            stop = len(more.tokens) <= CLOSE_ENOUGH or len(ids) + len(more.tokens) >= max_tokens - 1
+            if stop:
+                more = await _pull(relay, rid, len(ids), stop=True)
+            if more.finished:
+                handle.cancel()
+                return HandoffOutcome(None, mode, chunks, len(ids) + len(more.tokens), started, True)
+            if more.tokens:
+                handle.extend(list(more.tokens))
+                ids += more.tokens
+                chunks += 1
+            if stop:
+                handle.set_limit(None)
+                return HandoffOutcome(handle, mode, chunks, len(ids), started)
+            handle.set_limit(len(ids))
+    except BaseException:
+        handle.cancel()
+        raise
+
+
+def _submit(engine: Engine, request, prompt: list[int], ids: list[int], hold: bool) -> SequenceHandle:
+    """Prompt KV is present (it crossed the WAN); the relay's ids are computed as an extend chunk."""
+    seq = Sequence(request_id=request.request_id, context=prompt + ids, prompt_len=len(prompt),
+                   kv_tokens=len(prompt), generate=request.max_tokens - len(ids), first_position=len(ids),
+                   seed=request.seed)
+    handle = engine.submit(seq)
+    if hold:
+        handle.set_limit(len(ids))  # compute the backlog, produce nothing until caught up
+    return handle

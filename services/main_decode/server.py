@@ -1,0 +1,233 @@
+"""The decode process: receives KV, admits requests, decodes with continuous batching.
+
+The same code serves the PD baselines' decode pool, the colocated pool (which
+prefills locally), PDD's main decode (which takes over from the relay through
+a token-id handoff) and PDD's relay decode (which decodes eagerly under a cap).
+With a transfer, the first token (produced by prefill) is released when the KV
+has landed, so TTFT includes the transfer, as in a real PD system.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import grpc
+
+from services.engine.sequence import EngineFull, FinishedEvent, Sequence
+from services.instances import RoleProcess
+from services.kv.receiver import KvReceiver, TransferFailed, TransferTable
+from services.launcher.plan import MeshPlan, ServicePlan
+from services.kv.shipper import KvShipper, ShipRefused
+from services.main_decode.handoff import take_over, take_over_by_kv
+from services.profiles import load_model
+from services.relay_decode.relay import RelayLedger
+from services.rpc import channel, pb, pb_grpc
+
+log = logging.getLogger(__name__)
+
+
+class DecodeService(pb_grpc.DecodeServicer):
+    def __init__(self, process: RoleProcess) -> None:
+        self.process = process
+        self.scenario = process.plan.scenario
+        self.transfers = TransferTable()
+        self.receiver = KvReceiver(self.transfers, process.service.host, process.service.kv_port)
+        self.relay = RelayLedger()
+        self._relay_stubs: dict[str, pb_grpc.DecodeStub] = {}
+        self._channels = []
+        self.handoffs = {"one-shot": 0, "catch-up": 0}
+        self.shipper = KvShipper(process.plan, process.service.name)  # the relay's KV, in pdd-kvship only
+        self.kv_bytes_per_token = load_model(self.scenario.model).kv_bytes_per_token
+
+    def _relay_stub(self, name: str) -> pb_grpc.DecodeStub:
+        if name not in self._relay_stubs:
+            ch = channel(self.process.plan.service(name).grpc_address)
+            self._channels.append(ch)
+            self._relay_stubs[name] = pb_grpc.DecodeStub(ch)
+        return self._relay_stubs[name]
+
+    async def Announce(self, request, context):
+        if self.process.draining:
+            return pb.TransferAck(accepted=False, reason="draining")
+        self.transfers.announce(request.request_id, request.frames, request.real_bytes, request.emulated_bytes,
+                                request.first_token, request.num_tokens)
+        return pb.TransferAck(accepted=True)
+
+    async def CacheLookup(self, request, context):
+        engine, hit = self.process.best_prefix(list(request.prompt))
+        return pb.CacheLookupReply(hit_tokens=hit, instance=self.process.instance_name(engine), load=self.process.load())
+
+    async def _submit(self, engine, seq: Sequence, context):
+        try:
+            return engine.submit(seq)
+        except (EngineFull, ValueError) as exc:
+            code = grpc.StatusCode.RESOURCE_EXHAUSTED if isinstance(exc, EngineFull) else grpc.StatusCode.INVALID_ARGUMENT
+            await context.abort(code, str(exc))
+
+    async def Generate(self, request, context):
+        rid, prompt = request.request_id, list(request.prompt)
+        if not prompt or request.max_tokens < 1:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "need a prompt and max_tokens >= 1")
+        if self.process.draining:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, f"{self.process.service.name} is draining")
+        engine = self.process.pool.pick(prompt)
+        stats = pb.GenerateStats(instance=self.process.instance_name(engine))
+        if not request.expect_transfer:
+            handle = await self._submit(engine, Sequence(request_id=rid, context=prompt, prompt_len=len(prompt),
+                                                         kv_tokens=0, generate=request.max_tokens, first_position=0,
+                                                         seed=request.seed), context)
+            async for event in self._stream(handle, stats, hit_from_engine=True):
+                yield event
+            return
+        try:
+            transfer = await self.transfers.wait(rid, request.transfer_deadline_s or self.scenario.transfer_timeout_s)
+        except TransferFailed as exc:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
+        finally:
+            self.transfers.discard(rid)
+        stats.kv_transfer_s, stats.kv_arrived_unix = transfer.seconds, transfer.finished_at
+        stats.kv_real_bytes, stats.kv_emulated_bytes = transfer.real_bytes, transfer.emulated_bytes
+        stats.hit_tokens = len(prompt) - transfer.num_tokens
+        if request.handoff_from:
+            async for event in self._take_over(request, prompt, engine, stats, context):
+                yield event
+            return
+        yield pb.GenerateEvent(token=pb.TokenEvent(position=0, token=transfer.first_token, t_unix=time.time()))
+        if request.max_tokens == 1:
+            yield pb.GenerateEvent(stats=stats)
+            return
+        seq = Sequence(request_id=rid, context=prompt + [transfer.first_token], prompt_len=len(prompt),
+                       kv_tokens=len(prompt), generate=request.max_tokens - 1, first_position=1, seed=request.seed)
+        handle = await self._submit(engine, seq, context)
+        if request.relay:
+            self.relay.add(rid, handle, transfer.first_token, request.max_tokens, request.relay_cap)
+        try:
+            async for event in self._stream(handle, stats, hit_from_engine=False, relayed=request.relay):
+                yield event
+        finally:
+            self.relay.remove(rid)
+
+    async def _take_over(self, request, prompt, engine, stats, context):
+        relay = self._relay_stub(request.handoff_from)
+        try:
+            if request.kv_ship:
+                outcome = await take_over_by_kv(relay, engine, request, prompt, self.process.service.name,
+                                                self._wait_handoff_kv)
+            else:
+                outcome = await take_over(relay, engine, request, prompt)
+        except TransferFailed as exc:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
+        except grpc.aio.AioRpcError as exc:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, f"handoff from {request.handoff_from} failed: "
+                                                             f"{exc.details() or exc.code().name}")
+        except (EngineFull, ValueError) as exc:
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
+        stats.handoff_mode, stats.handoff_chunks = outcome.mode.value, outcome.chunks
+        stats.handed_off_at, stats.handoff_started_unix = outcome.cut, outcome.started_unix
+        stats.finished_on_relay = outcome.finished_on_relay
+        if outcome.handle is None:
+            yield pb.GenerateEvent(stats=stats)
+            return
+        self.handoffs[outcome.mode.value] += 1
+        async for event in self._stream(outcome.handle, stats, hit_from_engine=False):
+            if event.HasField("token") and not stats.handoff_stall_s:
+                stats.handoff_stall_s = time.time() - outcome.started_unix
+            yield event
+
+    async def _wait_handoff_kv(self, transfer_id: str):
+        try:
+            return await self.transfers.wait(transfer_id, self.scenario.transfer_timeout_s)
+        finally:
+            self.transfers.discard(transfer_id)
+
+    async def _stream(self, handle, stats, hit_from_engine: bool, relayed: bool = False):
+        """Token events of one sequence, then its stats; a relayed one also ends at its handoff cut."""
+        rid = handle.request_id
+        relayed_request = self.relay.requests.get(rid) if relayed else None
+        try:
+            async for event in handle.events():
+                if isinstance(event, FinishedEvent):
+                    s = event.stats
+                    if hit_from_engine:
+                        stats.hit_tokens = s.hit_tokens
+                    stats.computed_tokens, stats.queued_s = s.computed_tokens, s.queued_s or 0.0
+                    stats.finished_on_relay = relayed
+                    if relayed:
+                        self.relay.finished_here += 1
+                        stats.relay_tokens = len(relayed_request.ids)
+                    yield pb.GenerateEvent(stats=stats)
+                    return
+                if relayed_request is not None:
+                    if relayed_request.cut is not None and event.position >= relayed_request.cut:
+                        break
+                    relayed_request.produced(event.position, event.token_id)
+                yield pb.GenerateEvent(token=pb.TokenEvent(position=event.position, token=event.token_id,
+                                                           t_unix=time.time()))
+                if relayed_request is not None and relayed_request.cut is not None \
+                        and len(relayed_request.ids) >= relayed_request.cut:
+                    break
+            if relayed_request is not None and relayed_request.cut is not None:
+                stats.handed_off_at = stats.relay_tokens = relayed_request.cut
+                stats.finished_on_relay = relayed_request.finished
+                yield pb.GenerateEvent(stats=stats)
+        finally:
+            handle.cancel()  # a no-op once finished; frees the blocks if the caller went away
+
+    async def Handoff(self, request, context):
+        try:
+            ids, end, stopped, finished = await self.relay.handoff(request.request_id, request.from_position,
+                                                                   request.stop)
+        except KeyError:
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"{request.request_id} is not relayed here")
+        except TimeoutError:
+            await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, f"{request.request_id}: relay did not reach its cut")
+        if request.ship_kv_to and stopped and not finished:
+            try:  # pdd-kvship: the KV of every relay token but the last crosses the WAN
+                await self.shipper.ship(f"{request.request_id}/handoff", request.ship_kv_to, max(0, end - 1),
+                                        self.kv_bytes_per_token, self.scenario.byte_scale)
+            except (ShipRefused, KeyError, grpc.aio.AioRpcError) as exc:
+                await context.abort(grpc.StatusCode.UNAVAILABLE, f"shipping the relay's KV failed: {exc}")
+        return pb.HandoffReply(tokens=ids, end_position=end, stopped=stopped, finished=finished,
+                               relay_load=self.process.load())
+
+    async def SetLimit(self, request, context):
+        try:
+            self.relay.set_limit(request.request_id, None if request.limit < 0 else request.limit)
+        except KeyError:
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"{request.request_id} is not relayed here")
+        return pb.Empty()
+
+    async def Health(self, request, context):
+        return pb.HealthReply(serving=not self.process.draining, role=self.process.service.role.value,
+                              name=self.process.service.name)
+
+    async def Stats(self, request, context):
+        return pb.StatsReply(json=self.process.stats_json(self.stats()))
+
+    async def Drain(self, request, context):
+        self.process.draining = True
+        return pb.Empty()
+
+    def stats(self) -> dict:
+        t = self.transfers
+        return {"transfers_completed": t.completed, "transfers_failed": t.failed, "transfers_pending": t.pending,
+                "kv_bytes_received": t.bytes_received, "orphan_frames": t.orphan_frames,
+                "bad_frames": self.receiver.bad_frames, "relayed": len(self.relay.requests),
+                "relay_handoffs": self.relay.handoffs, "relay_finished_here": self.relay.finished_here,
+                "handoffs": dict(self.handoffs)}
+
+    async def close(self) -> None:
+        await self.receiver.stop()
+        await self.shipper.close()
+        for ch in self._channels:
+            await ch.close()
+
+
+async def serve(plan: MeshPlan, service: ServicePlan) -> None:
+    process = RoleProcess(plan, service)
+    servicer = DecodeService(process)
+    if service.kv_port:
+        await servicer.receiver.start()
+    await process.run(lambda server: pb_grpc.add_DecodeServicer_to_server(servicer, server),
+                      extra_stats=servicer.stats, on_close=servicer.close)

@@ -1,0 +1,105 @@
+"""What every service exposes besides its own API: /health, /metrics, /stats, and loop lag.
+
+The event-loop lag monitor measures how late a periodic timer fires; the
+emulator's own overhead distorts emulated timings by about that much, so it is
+exported (pdd_event_loop_lag_seconds) and kept for p99 reports.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import json
+import time
+from typing import Callable
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest
+
+LAG_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.5)
+REGISTRY_KEY = web.AppKey("registry", CollectorRegistry)
+STATS_KEY = web.AppKey("stats", Callable)
+LAG_KEY = web.AppKey("lag", object)
+
+
+class LoopLagMonitor:
+    def __init__(self, registry: CollectorRegistry, interval_s: float = 0.01, keep: int = 20000) -> None:
+        self.interval_s = interval_s
+        self.samples: collections.deque[float] = collections.deque(maxlen=keep)
+        self._hist = Histogram("pdd_event_loop_lag_seconds", "How late a periodic timer fires",
+                               buckets=LAG_BUCKETS, registry=registry)
+        self._task: asyncio.Task | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="loop-lag")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        expected = loop.time() + self.interval_s
+        while True:
+            await asyncio.sleep(max(0.0, expected - loop.time()))
+            lag = max(0.0, loop.time() - expected)
+            self.samples.append(lag)
+            self._hist.observe(lag)
+            expected = loop.time() + self.interval_s
+
+    def percentile(self, q: float) -> float:
+        if not self.samples:
+            return 0.0
+        ordered = sorted(self.samples)
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+    def reset(self) -> None:
+        self.samples.clear()
+
+
+async def _health(request: web.Request) -> web.Response:
+    return web.json_response({"status": "ok", "t": time.time()})
+
+
+async def _metrics(request: web.Request) -> web.Response:
+    body = generate_latest(request.app[REGISTRY_KEY])
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+async def _stats(request: web.Request) -> web.Response:
+    lag: LoopLagMonitor = request.app[LAG_KEY]
+    stats = dict(request.app[STATS_KEY]())
+    stats["loop_lag_s"] = {"p50": lag.percentile(0.5), "p99": lag.percentile(0.99), "samples": len(lag.samples)}
+    if request.query.get("reset_lag") == "1":
+        lag.reset()
+    return web.Response(text=json.dumps(stats), content_type="application/json")
+
+
+def add_ops_routes(app: web.Application, registry: CollectorRegistry, stats: Callable[[], dict]) -> LoopLagMonitor:
+    """Mount /health, /metrics and /stats on `app`; the lag monitor runs while the app does."""
+    lag = LoopLagMonitor(registry)
+    app[REGISTRY_KEY] = registry
+    app[STATS_KEY] = stats
+    app[LAG_KEY] = lag
+    app.router.add_get("/health", _health)
+    app.router.add_get("/metrics", _metrics)
+    app.router.add_get("/stats", _stats)
+
+    async def lag_ctx(_app: web.Application):
+        lag.start()
+        yield
+        await lag.stop()
+
+    app.cleanup_ctx.append(lag_ctx)
+    return lag
+
+
+async def serve_until_signalled(stop: asyncio.Event) -> None:
+    """Block until SIGTERM/SIGINT, then let the caller drain and clean up."""
+    import signal
+
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()

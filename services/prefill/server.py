@@ -1,0 +1,88 @@
+"""The prefill process: a pool of emulated instances behind the Prefill gRPC service.
+
+Prefill computes the prompt (its own prefix cache saves the hit part), produces
+the first output token, announces the transfer to each receiver over gRPC and
+sends the KV of the tokens that receiver lacks as real bytes over the link
+between the pools (docs/mesh.md §Request flow). In PDD both transfers leave at
+once (dual-path send): the relay's over RDMA, main decode's over the WAN. The
+RPC returns once the receivers have acknowledged; the bytes flow in tracked
+tasks, and the WAN transfer can be cancelled when the relay finished the request.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import grpc
+
+from services.engine.sequence import EngineFull, Sequence
+from services.instances import RoleProcess
+from services.kv.shipper import KvShipper, ShipRefused
+from services.launcher.plan import MeshPlan, ServicePlan
+from services.rpc import pb, pb_grpc
+
+log = logging.getLogger(__name__)
+
+
+class PrefillService(pb_grpc.PrefillServicer):
+    def __init__(self, process: RoleProcess) -> None:
+        self.process = process
+        self.me: ServicePlan = process.service
+        self.shipper = KvShipper(process.plan, self.me.name)
+
+    async def Prefill(self, request, context):
+        rid = request.request_id
+        prompt = list(request.prompt)
+        if not prompt:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "empty prompt")
+        targets = [(request.kv_target, request.receiver_hit_tokens)]
+        if request.kv_target_secondary:
+            targets.append((request.kv_target_secondary, request.secondary_hit_tokens))
+        for target, _ in targets:
+            try:
+                self.process.plan.link(self.me.name, target)
+            except KeyError:
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"no link from {self.me.name} to {target!r}")
+        engine = self.process.pool.pick(prompt)
+        try:
+            handle = engine.submit(Sequence(request_id=rid, context=prompt, prompt_len=len(prompt), kv_tokens=0,
+                                            generate=1, first_position=0, seed=request.seed))
+        except (EngineFull, ValueError) as exc:
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED if isinstance(exc, EngineFull)
+                                else grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        first_token = await self.process.first_token(handle)
+        shipped = []
+        try:
+            for index, (target, hit) in enumerate(targets):
+                shipped.append(await self.shipper.ship(
+                    rid, target, max(0, len(prompt) - hit), request.kv_bytes_per_token, request.byte_scale,
+                    first_token=first_token, first_index=hit, cancellable=index == 0))
+        except ShipRefused as exc:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
+        stats = handle.stats
+        return pb.PrefillReply(request_id=rid, first_token=first_token, hit_tokens=stats.hit_tokens,
+                               computed_tokens=stats.computed_tokens, prefill_done_unix=time.time(),
+                               queued_s=stats.queued_s or 0.0, kv_bytes_emulated=shipped[0].emulated_bytes,
+                               kv_bytes_emulated_secondary=sum(s.emulated_bytes for s in shipped[1:]),
+                               instance=self.process.instance_name(engine))
+
+    async def CancelTransfer(self, request, context):
+        return pb.CancelReply(cancelled=self.shipper.cancel(request.request_id))
+
+    async def Health(self, request, context):
+        return pb.HealthReply(serving=not self.process.draining, role=self.me.role.value, name=self.me.name)
+
+    async def Stats(self, request, context):
+        return pb.StatsReply(json=self.process.stats_json(self.shipper.stats()))
+
+    async def Drain(self, request, context):
+        self.process.draining = True
+        return pb.Empty()
+
+
+async def serve(plan: MeshPlan, service: ServicePlan) -> None:
+    process = RoleProcess(plan, service)
+    servicer = PrefillService(process)
+    await process.run(lambda server: pb_grpc.add_PrefillServicer_to_server(servicer, server),
+                      extra_stats=servicer.shipper.stats, on_close=servicer.shipper.close)

@@ -1,0 +1,1 @@
+"""The relay-decode role: decodes eagerly while the KV crosses the WAN, then hands over token ids."""

@@ -1,0 +1,92 @@
+"""The relay's side of a P-RLD-MD request: eager tokens, a bounded output, and the handoff.
+
+The relay decodes as soon as its KV lands (over RDMA) and streams tokens to the
+router. Its output is capped at `relay_cap` positions: if main decode is still
+not ready there, the request pauses rather than racing ahead. Main decode pulls
+the generated ids with Handoff; with `stop`, the relay picks a cut position k,
+produces exactly the positions below k, ends its stream and frees the request
+(docs/pdd.md §Handoff). Only when the relay produces the request's last token
+does the request end here (singular traffic, or a fallback ordered by the
+router when main decode is unreachable).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from services.engine.scheduler import SequenceHandle
+
+HANDOFF_WAIT_S = 10.0  # the cut is at most one decode step away; this only bounds a stuck engine
+
+
+@dataclass
+class RelayedRequest:
+    handle: SequenceHandle
+    end_position: int  # max_tokens: positions 0 .. end_position-1
+    ids: list[int] = field(default_factory=list)  # produced so far, position = index
+    cut: int | None = None  # set by a stopping handoff
+    limit: int | None = None  # the output cap in force (None: none)
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def finished(self) -> bool:
+        return len(self.ids) >= self.end_position
+
+    @property
+    def done(self) -> bool:
+        return self.finished or (self.cut is not None and len(self.ids) >= self.cut)
+
+    def produced(self, position: int, token: int) -> None:
+        if position != len(self.ids):
+            raise RuntimeError(f"relay got position {position}, expected {len(self.ids)}")
+        self.ids.append(token)
+        self.changed.set()
+
+
+class RelayLedger:
+    def __init__(self) -> None:
+        self.requests: dict[str, RelayedRequest] = {}
+        self.handoffs = 0
+        self.finished_here = 0
+
+    def add(self, request_id: str, handle: SequenceHandle, first_token: int, end_position: int, cap: int) -> RelayedRequest:
+        relayed = RelayedRequest(handle, end_position, [first_token])
+        if cap and cap < end_position:
+            relayed.limit = cap
+            handle.set_limit(cap)
+        self.requests[request_id] = relayed
+        return relayed
+
+    def remove(self, request_id: str) -> None:
+        self.requests.pop(request_id, None)
+
+    async def _wait_until(self, relayed: RelayedRequest, count: int) -> None:
+        async with asyncio.timeout(HANDOFF_WAIT_S):
+            while len(relayed.ids) < count:
+                relayed.changed.clear()
+                await relayed.changed.wait()
+
+    async def handoff(self, request_id: str, from_position: int, stop: bool) -> tuple[list[int], int, bool, bool]:
+        """(ids from from_position, end position, stopped, finished). KeyError if unknown here."""
+        relayed = self.requests[request_id]
+        if stop and relayed.cut is None and not relayed.finished:
+            # The next position may be in a step already running: let it land, then nothing more.
+            cut = min(relayed.handle.next_position + 1, relayed.end_position,
+                      relayed.limit if relayed.limit is not None else relayed.end_position)
+            cut = max(cut, len(relayed.ids))
+            relayed.cut = cut
+            relayed.handle.set_limit(cut)
+            await self._wait_until(relayed, cut)
+            self.handoffs += 1
+            if not relayed.finished:
+                relayed.handle.cancel()  # released at once; ends the relay's stream at the cut
+        end = relayed.cut if relayed.cut is not None else len(relayed.ids)
+        end = min(end, len(relayed.ids))
+        return relayed.ids[from_position:end], end, relayed.cut is not None, relayed.finished
+
+    def set_limit(self, request_id: str, limit: int | None) -> None:
+        relayed = self.requests[request_id]
+        if relayed.cut is None:
+            relayed.limit = limit
+            relayed.handle.set_limit(limit)

@@ -1,0 +1,1 @@
+"""The router: OpenAI-compatible user API, pipeline choice, token streaming."""

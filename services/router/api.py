@@ -1,0 +1,89 @@
+"""Request validation for the OpenAI-compatible API and OpenAI-style error bodies.
+
+Known OpenAI fields are type-checked; fields this emulator ignores (sampling
+parameters) are accepted so unmodified clients work. `max_tokens` is the exact
+output length: the emulated model emits no early end-of-sequence.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from aiohttp import web
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError, field_validator
+
+MAX_BODY_BYTES = 16 * 1024 * 1024  # a 128K-token prompt as JSON ids fits well within this
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str, kind: str = "invalid_request_error", code: str | None = None):
+        super().__init__(message)
+        self.status, self.message, self.kind, self.code = status, message, kind, code
+
+    def body(self) -> dict[str, Any]:
+        return {"error": {"message": self.message, "type": self.kind, "param": None, "code": self.code}}
+
+    def response(self) -> web.Response:
+        return web.json_response(self.body(), status=self.status)
+
+
+class _Common(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    model: str
+    max_tokens: StrictInt = Field(16, ge=1)
+    stream: StrictBool = False
+    seed: StrictInt | None = Field(None, ge=0, lt=2**32)
+    n: StrictInt = Field(1, ge=1, le=1)
+    temperature: float | None = None
+    top_p: float | None = None
+    user: str | None = None
+
+
+class CompletionRequest(_Common):
+    prompt: str | list[StrictInt]
+
+    @field_validator("prompt")
+    @classmethod
+    def _not_empty(cls, v):
+        if (isinstance(v, str) and not v.strip()) or (isinstance(v, list) and not v):
+            raise ValueError("prompt is empty")
+        return v
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    role: Literal["system", "user", "assistant", "tool", "developer"]
+    content: str
+
+
+class ChatRequest(_Common):
+    messages: list[ChatMessage] = Field(min_length=1)
+    max_completion_tokens: StrictInt | None = Field(None, ge=1)
+
+
+def _first_problem(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    where = ".".join(str(p) for p in err["loc"]) or "body"
+    return f"{where}: {err['msg']}"
+
+
+async def parse_body(request: web.Request, schema: type[BaseModel]) -> BaseModel:
+    if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
+        raise ApiError(413, f"request body of {request.content_length} bytes exceeds {MAX_BODY_BYTES}")
+    try:
+        data = await request.json()
+    except web.HTTPRequestEntityTooLarge as exc:
+        raise ApiError(413, f"request body exceeds {MAX_BODY_BYTES} bytes") from exc
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ApiError(400, f"body is not valid JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ApiError(400, f"body must be a JSON object, got {type(data).__name__}")
+    try:
+        return schema.model_validate(data)
+    except ValidationError as exc:
+        raise ApiError(400, _first_problem(exc)) from exc
+
+
+def chat_prompt(messages: list[ChatMessage]) -> str:
+    """A plain transcript; the emulated tokenizer needs only stable pieces, not a chat template."""
+    return " ".join(f"<{m.role}> {m.content}" for m in messages)

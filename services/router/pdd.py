@@ -1,0 +1,183 @@
+"""The PDD pipelines at the router: P-MD, or P-RLD-MD with eager relay tokens and a handoff.
+
+P-RLD-MD (docs/pdd.md §Request flow): the router opens main decode's stream
+(which waits for the WAN transfer, then pulls the relay's ids) and the relay's
+stream (which waits for the RDMA transfer, then decodes at once), and asks
+prefill for the dual-path send. The client sees the relay's tokens up to the
+handoff cut, then main decode's from the cut on, each position once, in order.
+If the relay produces the last token first (singular traffic), main decode's
+stream is cancelled and prefill stops the WAN transfer. If main decode fails
+before the handoff, the relay is told to finish the request (a fallback).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import AsyncIterator
+
+import grpc
+
+from services.router.api import ApiError
+from services.router.pipelines import (
+    Finished, Job, Peers, Token, base_stats, cancel_on_failure, failed_prefill, map_rpc_error, run_p_d,
+    start_prefill,
+)
+from services.router.policy import PipelinePolicy
+from services.rpc import metadata, pb
+from services.types import Mode, Pipeline, Role
+
+_MD_DONE = object()
+
+
+async def _lookup_relay(peers: Peers, job: Job):
+    relays = peers.services(Role.RELAY_DECODE)
+    try:
+        replies = await asyncio.gather(*(
+            peers.decode[r.name].CacheLookup(pb.CacheLookupRequest(request_id=job.request_id, prompt=job.prompt),
+                                             timeout=2.0, metadata=metadata(job.request_id)) for r in relays))
+    except grpc.aio.AioRpcError:
+        return None, 0, None  # an unreachable relay: the policy routes P-MD
+    relay, reply = min(zip(relays, replies), key=lambda rr: rr[1].load)
+    return relay, reply.hit_tokens, reply.load
+
+
+def policy_of(peers: Peers) -> PipelinePolicy:
+    if getattr(peers, "policy", None) is None:
+        peers.policy = PipelinePolicy(peers.plan.scenario.wan, peers.plan.scenario.pdd)
+    return peers.policy
+
+
+async def pdd(peers: Peers, job: Job, mode: Mode) -> AsyncIterator[Token | Finished]:
+    md, md_hit = await peers.best_decode(job, (Role.MAIN_DECODE,))
+    relay, relay_hit, relay_load = await _lookup_relay(peers, job)
+    policy = policy_of(peers)
+    missing = (len(job.prompt) - md_hit) * peers.kv_bytes_per_token
+    choice = policy.choose(missing, relay_load)
+    queued_at_send = policy.in_flight_bytes
+    policy.dispatched(missing)
+    sent = time.monotonic()
+    landed = False
+    try:
+        if choice.pipeline is Pipeline.P_MD:
+            source = run_p_d(peers, job, mode, md, md_hit, Pipeline.P_MD)
+        else:
+            source = _relay_then_main(peers, job, mode, md, md_hit, relay, relay_hit)
+        async for item in source:
+            if isinstance(item, Finished):
+                item.pdd["policy"] = {"estimate_s": round(choice.estimate_s, 4), "reason": choice.reason}
+                if item.pdd["kv_transfer_s"] and not item.pdd["singular"]:
+                    policy.landed(missing, item.pdd["kv_transfer_s"], queued_at_send)
+                    landed = True
+            yield item
+    finally:
+        if not landed:
+            policy.landed(missing, 0.0, queued_at_send)  # no sample, but the bytes no longer queue
+
+
+async def _relay_then_main(peers: Peers, job: Job, mode: Mode, md, md_hit: int, relay, relay_hit: int):
+    scenario, spec = peers.plan.scenario, peers.plan.scenario.pdd
+    stats = base_stats(mode, Pipeline.P_RLD_MD)
+    stats["decode_hit_tokens"] = md_hit
+    base = dict(request_id=job.request_id, prompt=job.prompt, max_tokens=job.max_tokens, seed=job.seed,
+                expect_transfer=True, transfer_deadline_s=scenario.transfer_timeout_s)
+    md_call = peers.decode[md.name].Generate(pb.GenerateRequest(
+        **base, handoff_from=relay.name, catch_up_threshold=spec.catch_up_threshold,
+        busy_relay_load=spec.busy_relay_load, kv_ship=mode is Mode.PDD_KVSHIP), metadata=metadata(job.request_id))
+    relay_call = peers.decode[relay.name].Generate(pb.GenerateRequest(
+        **base, relay=True, relay_cap=spec.relay_cap), metadata=metadata(job.request_id))
+    prefill, prefill_call = start_prefill(peers, job, md.name, md_hit, relay.name, relay_hit)
+    cancel_on_failure(prefill_call, md_call, relay_call)
+    md_queue: asyncio.Queue = asyncio.Queue()
+
+    handed_off = asyncio.Event()
+
+    async def drain_main() -> None:
+        try:
+            async for event in md_call:
+                md_queue.put_nowait(event)
+            md_queue.put_nowait(_MD_DONE)
+        except asyncio.CancelledError as exc:
+            md_queue.put_nowait(exc)
+        except grpc.aio.AioRpcError as exc:
+            md_queue.put_nowait(exc)
+            if not handed_off.is_set():
+                # Main decode is gone before taking over: the relay finishes the request instead.
+                stats["fallback"] = True
+                try:
+                    await peers.decode[relay.name].SetLimit(pb.LimitRequest(request_id=job.request_id, limit=-1),
+                                                            timeout=5.0, metadata=metadata(job.request_id))
+                except grpc.aio.AioRpcError:
+                    pass  # the relay is gone too: its own stream reports the error
+
+    md_task = asyncio.create_task(drain_main())
+    cut = None
+    try:
+        async for event in relay_call:
+            if event.HasField("token"):
+                job.timeline.setdefault("first_token", time.time())
+                stats["rld_tokens"] += 1
+                yield Token(event.token.position, event.token.token)
+                continue
+            relay_stats = event.stats
+            job.timeline["relay_kv_arrived"] = relay_stats.kv_arrived_unix
+            if relay_stats.finished_on_relay:
+                break
+            cut = relay_stats.handed_off_at
+            handed_off.set()
+        if cut is None:  # the relay produced the last token: singular traffic (or the fallback below)
+            md_call.cancel()
+            stats["pipeline"] = Pipeline.P_RLD.value if not stats["fallback"] else stats["pipeline"]
+            stats["singular"] = not stats["fallback"]
+            cancelled = await peers.prefill[prefill.name].CancelTransfer(
+                pb.CancelRequest(request_id=job.request_id, reason="finished on relay"), timeout=5.0,
+                metadata=metadata(job.request_id))
+            stats["wan_transfer_cancelled"] = cancelled.cancelled
+        else:
+            job.timeline["handoff"] = time.time()
+            async for token in _main_tokens(md_queue, stats, job, cut):
+                yield token
+        reply = await prefill_call
+    except (grpc.aio.AioRpcError, asyncio.CancelledError) as exc:
+        if (failure := failed_prefill(prefill_call)) is not None:
+            raise map_rpc_error(failure, "prefill") from exc
+        if isinstance(exc, asyncio.CancelledError):
+            raise
+        raise map_rpc_error(exc, "relay decode") from exc
+    finally:
+        md_call.cancel()
+        relay_call.cancel()
+        md_task.cancel()
+        if not prefill_call.done():
+            prefill_call.cancel()
+    stats["prefill_hit_tokens"] = reply.hit_tokens
+    stats["wan_bytes"] = reply.kv_bytes_emulated if not stats["singular"] else stats["wan_bytes"]
+    job.timeline["prefill_done"] = reply.prefill_done_unix
+    job.mark("finished")
+    stats["timeline"] = job.timeline
+    yield Finished(stats)
+
+
+async def _main_tokens(queue: asyncio.Queue, stats: dict, job: Job, cut: int) -> AsyncIterator[Token]:
+    """Main decode's stream after the cut: tokens from position `cut` on, then its stats."""
+    while True:
+        event = await queue.get()
+        if event is _MD_DONE:
+            return
+        if isinstance(event, BaseException):
+            if isinstance(event, grpc.aio.AioRpcError):
+                raise map_rpc_error(event, "main decode")
+            raise ApiError(502, "main decode stream was cancelled", kind="upstream_error")
+        if event.HasField("token"):
+            if event.token.position < cut:
+                raise ApiError(502, f"main decode produced position {event.token.position} before the cut {cut}",
+                               kind="upstream_error")
+            stats["md_tokens"] += 1
+            yield Token(event.token.position, event.token.token)
+            continue
+        s = event.stats
+        stats["kv_transfer_s"] = s.kv_transfer_s
+        job.timeline["kv_arrived"] = s.kv_arrived_unix
+        job.timeline["handoff_started"] = s.handoff_started_unix
+        stats["handoff"] = {"mode": s.handoff_mode, "chunks": s.handoff_chunks, "stall_s": round(s.handoff_stall_s, 6),
+                            "cut": s.handed_off_at}

@@ -1,0 +1,206 @@
+"""Run one request through the mesh: colocated, or P then D (the PD baselines).
+
+Each pipeline is an async generator of `Token` values followed by one
+`Finished` carrying the `pdd` stats (docs/mesh.md §Request flow). The decode
+stream is opened before prefill starts so the decode side is waiting when the
+KV announce arrives; every step runs under the request's deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator
+
+import grpc
+
+from services.launcher.plan import MeshPlan, ServicePlan
+from services.profiles import load_model
+from services.router.api import ApiError
+from services.rpc import pb, pb_grpc, channel, metadata
+from services.types import Mode, Pipeline, Role
+
+
+@dataclass(frozen=True, slots=True)
+class Token:
+    position: int
+    token_id: int
+
+
+@dataclass
+class Finished:
+    pdd: dict[str, Any]
+
+
+@dataclass
+class Job:
+    request_id: str
+    prompt: list[int]
+    max_tokens: int
+    seed: int
+    received_unix: float
+    timeline: dict[str, float] = field(default_factory=dict)
+
+    def mark(self, stage: str) -> None:
+        self.timeline[stage] = time.time()
+
+
+class Peers:
+    """One gRPC channel per peer service, opened at start-up, closed at shutdown."""
+
+    def __init__(self, plan: MeshPlan) -> None:
+        self.plan = plan
+        self._channels = {s.name: channel(s.grpc_address) for s in plan.services if s.grpc_port}
+        self.prefill = {n: pb_grpc.PrefillStub(c) for n, c in self._channels.items()
+                        if plan.service(n).role is Role.PREFILL}
+        self.decode = {n: pb_grpc.DecodeStub(c) for n, c in self._channels.items()
+                       if plan.service(n).role is not Role.PREFILL}
+        self._next_prefill = 0
+        self.kv_bytes_per_token = load_model(plan.scenario.model).kv_bytes_per_token
+
+    async def close(self) -> None:
+        await asyncio.gather(*(c.close() for c in self._channels.values()))
+
+    def services(self, *roles: Role) -> list[ServicePlan]:
+        return self.plan.with_role(*roles)
+
+    def pick_prefill(self) -> ServicePlan:
+        pools = self.services(Role.PREFILL)
+        self._next_prefill = (self._next_prefill + 1) % len(pools)
+        return pools[self._next_prefill]
+
+    async def best_decode(self, job: Job, roles: tuple[Role, ...]) -> tuple[ServicePlan, int]:
+        """The decode pool holding the longest prefix of the prompt (ties: least loaded)."""
+        candidates = self.services(*roles)
+        replies = await asyncio.gather(*(
+            self.decode[s.name].CacheLookup(pb.CacheLookupRequest(request_id=job.request_id, prompt=job.prompt),
+                                            timeout=5.0, metadata=metadata(job.request_id))
+            for s in candidates))
+        best = max(zip(candidates, replies), key=lambda cr: (cr[1].hit_tokens, -cr[1].load))
+        return best[0], best[1].hit_tokens
+
+
+def base_stats(mode: Mode, pipeline: Pipeline) -> dict[str, Any]:
+    return {"mode": mode.value, "pipeline": pipeline.value, "prefill_hit_tokens": 0, "decode_hit_tokens": 0,
+            "wan_bytes": 0, "kv_transfer_s": 0.0, "rld_tokens": 0, "md_tokens": 0, "handoff": None,
+            "singular": False, "fallback": False, "timeline": {}}
+
+
+def map_rpc_error(exc: grpc.aio.AioRpcError, stage: str) -> ApiError:
+    code = exc.code()
+    status = 503 if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED) else \
+        504 if code is grpc.StatusCode.DEADLINE_EXCEEDED else \
+        429 if code is grpc.StatusCode.RESOURCE_EXHAUSTED else \
+        400 if code is grpc.StatusCode.INVALID_ARGUMENT else 502
+    return ApiError(status, f"{stage} failed: {exc.details() or code.name}", kind="upstream_error", code=code.name)
+
+
+async def stream_decode(call, job: Job, stats: dict[str, Any], count_as: str) -> AsyncIterator[Token]:
+    async for event in call:
+        if event.HasField("token"):
+            if "first_token" not in job.timeline:
+                job.mark("first_token")
+            stats[count_as] += 1
+            yield Token(event.token.position, event.token.token)
+        else:
+            s = event.stats
+            stats["decode_hit_tokens"] = s.hit_tokens
+            stats["kv_transfer_s"] = s.kv_transfer_s
+            if s.kv_arrived_unix:
+                job.timeline["kv_arrived"] = s.kv_arrived_unix
+            stats["decode_instance"] = s.instance
+
+
+async def colocated(peers: Peers, job: Job, mode: Mode) -> AsyncIterator[Token | Finished]:
+    service, hit = await peers.best_decode(job, (Role.COLOCATED,))
+    stats = base_stats(mode, Pipeline.COLOCATED)
+    request = pb.GenerateRequest(request_id=job.request_id, prompt=job.prompt, max_tokens=job.max_tokens,
+                                 seed=job.seed, expect_transfer=False)
+    try:
+        async for token in stream_decode(peers.decode[service.name].Generate(request, metadata=metadata(job.request_id)),
+                                          job, stats, "md_tokens"):
+            yield token
+    except grpc.aio.AioRpcError as exc:
+        raise map_rpc_error(exc, "generation") from exc
+    stats["prefill_hit_tokens"] = stats["decode_hit_tokens"]
+    job.mark("finished")
+    stats["timeline"] = job.timeline
+    yield Finished(stats)
+
+
+def start_prefill(peers: Peers, job: Job, target: str, hit: int, secondary: str = "",
+                  secondary_hit: int = 0) -> tuple[ServicePlan, asyncio.Future]:
+    plan = peers.plan
+    request = pb.PrefillRequest(
+        request_id=job.request_id, prompt=job.prompt, seed=job.seed, kv_target=target, receiver_hit_tokens=hit,
+        kv_bytes_per_token=peers.kv_bytes_per_token, byte_scale=plan.scenario.byte_scale,
+        kv_target_secondary=secondary, secondary_hit_tokens=secondary_hit)
+    job.mark("prefill_sent")
+    prefill = peers.pick_prefill()
+    return prefill, asyncio.ensure_future(peers.prefill[prefill.name].Prefill(
+        request, timeout=plan.scenario.request_timeout_s, metadata=metadata(job.request_id)))
+
+
+def cancel_on_failure(call: asyncio.Future, *streams) -> None:
+    """A failed prefill cancels the streams waiting for its KV instead of letting them time out."""
+    def _done(done: asyncio.Future) -> None:
+        if not done.cancelled() and done.exception() is not None:
+            for stream in streams:
+                stream.cancel()
+    call.add_done_callback(_done)
+
+
+def failed_prefill(call: asyncio.Future) -> BaseException | None:
+    return call.exception() if call.done() and not call.cancelled() else None
+
+
+async def prefill_then_decode(peers: Peers, job: Job, mode: Mode) -> AsyncIterator[Token | Finished]:
+    decode, hit = await peers.best_decode(job, (Role.DECODE,))
+    async for item in run_p_d(peers, job, mode, decode, hit, Pipeline.P_D):
+        yield item
+
+
+async def run_p_d(peers: Peers, job: Job, mode: Mode, decode: ServicePlan, hit: int,
+                  pipeline: Pipeline) -> AsyncIterator[Token | Finished]:
+    """Prefill, ship the KV the receiver lacks, decode there: the PD baselines and PDD's P-MD."""
+    scenario = peers.plan.scenario
+    stats = base_stats(mode, pipeline)
+    gen = peers.decode[decode.name].Generate(
+        pb.GenerateRequest(request_id=job.request_id, prompt=job.prompt, max_tokens=job.max_tokens, seed=job.seed,
+                           expect_transfer=True, transfer_deadline_s=scenario.transfer_timeout_s),
+        metadata=metadata(job.request_id))
+    prefill, prefill_call = start_prefill(peers, job, decode.name, hit)
+    cancel_on_failure(prefill_call, gen)
+    try:
+        async for token in stream_decode(gen, job, stats, "md_tokens"):
+            yield token
+        reply = await prefill_call
+    except (grpc.aio.AioRpcError, asyncio.CancelledError) as exc:
+        if (failure := failed_prefill(prefill_call)) is not None:
+            raise map_rpc_error(failure, "prefill") from exc
+        if isinstance(exc, asyncio.CancelledError):
+            raise
+        raise map_rpc_error(exc, "decode") from exc
+    finally:
+        gen.cancel()
+        if not prefill_call.done():
+            prefill_call.cancel()
+    stats["prefill_hit_tokens"] = reply.hit_tokens
+    job.timeline["prefill_done"] = reply.prefill_done_unix
+    if peers.plan.link(prefill.name, decode.name).kind == "wan":
+        stats["wan_bytes"] = reply.kv_bytes_emulated
+    job.mark("finished")
+    stats["timeline"] = job.timeline
+    yield Finished(stats)
+
+
+def pipeline_for(mode: Mode):
+    if mode is Mode.COLOCATED:
+        return colocated
+    if mode in (Mode.PD_INTRA, Mode.PD_CROSS):
+        return prefill_then_decode
+    if mode in (Mode.PDD, Mode.PDD_KVSHIP):
+        from services.router.pdd import pdd
+        return pdd
+    raise ApiError(501, f"mode {mode.value} is not served by this router", kind="server_error")

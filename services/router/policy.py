@@ -1,0 +1,61 @@
+"""PDD's pipeline choice: P-MD when the missing KV crosses the WAN quickly, else P-RLD-MD.
+
+The estimate (docs/pdd.md §Pipeline choice):
+
+    t_est = delay + (bytes_missing + bytes_in_flight) x 8 / rate x correction
+
+where bytes_missing = (prompt - MD's cached prefix) x KV bytes per token,
+bytes_in_flight is what this router has dispatched over the WAN and not yet
+seen land (the line's queue), and `correction` is an exponentially weighted
+ratio of observed to predicted transfer times, so jitter and congestion the
+router cannot see still move the threshold. A saturated relay sends requests
+P-MD rather than queueing them; P-RLD is never chosen here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from services.scenario import LinkSpec, PddSpec
+from services.types import Pipeline
+
+EWMA_WEIGHT = 0.2
+CORRECTION_BOUNDS = (0.5, 20.0)
+
+
+@dataclass
+class Choice:
+    pipeline: Pipeline
+    estimate_s: float
+    missing_bytes: int
+    reason: str
+
+
+class PipelinePolicy:
+    def __init__(self, wan: LinkSpec, spec: PddSpec) -> None:
+        self.wan, self.spec = wan, spec
+        self.in_flight_bytes = 0
+        self.correction = 1.0
+
+    def predict_s(self, emulated_bytes: int, queued_bytes: int = 0) -> float:
+        return self.wan.delay_s + (emulated_bytes + queued_bytes) * 8 / self.wan.rate_bps
+
+    def choose(self, missing_bytes: int, relay_load: float | None) -> Choice:
+        estimate = self.predict_s(missing_bytes, self.in_flight_bytes) * self.correction
+        if estimate <= self.spec.transfer_threshold_s:
+            return Choice(Pipeline.P_MD, estimate, missing_bytes, "transfer is short")
+        if relay_load is None:
+            return Choice(Pipeline.P_MD, estimate, missing_bytes, "no relay reachable")
+        if relay_load >= self.spec.relay_max_load:
+            return Choice(Pipeline.P_MD, estimate, missing_bytes, "relay saturated")
+        return Choice(Pipeline.P_RLD_MD, estimate, missing_bytes, "transfer is long")
+
+    def dispatched(self, emulated_bytes: int) -> None:
+        self.in_flight_bytes += emulated_bytes
+
+    def landed(self, emulated_bytes: int, observed_s: float, queued_bytes_at_send: int) -> None:
+        self.in_flight_bytes = max(0, self.in_flight_bytes - emulated_bytes)
+        predicted = self.predict_s(emulated_bytes, queued_bytes_at_send)
+        if predicted > 0 and observed_s > 0:
+            ratio = min(max(observed_s / predicted, CORRECTION_BOUNDS[0]), CORRECTION_BOUNDS[1])
+            self.correction += EWMA_WEIGHT * (ratio - self.correction)

@@ -1,0 +1,202 @@
+"""The benchmark client against the test double in conftest.py."""
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from loadgen.bench import BenchConfig, BenchError, run_bench
+from tests.loadgen.conftest import MODEL, answer_ids
+from tests.tolerance import assert_at_least, assert_close
+
+SAMPLE = Path(__file__).resolve().parents[2] / "loadgen" / "samples" / "mooncake-sample.jsonl"
+RECORD_FIELDS = {"id", "session", "turn", "prompt_tokens", "output_tokens", "ttft_s", "tpot_s", "e2e_s", "itl_s",
+                 "status", "error", "pdd", "send_s", "send_unix", "hit_rate"}
+
+
+def config(router, tmp_path, workload, **settings) -> BenchConfig:
+    defaults = {"duration_s": 1.0, "progress": False, "request_timeout_s": 10.0}
+    return BenchConfig(url=router.url, workload=workload, out_dir=tmp_path / "run", **(defaults | settings))
+
+
+def lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+async def test_open_loop_agentic_run_writes_records_and_summary(fake_router, tmp_path):
+    cfg = config(fake_router, tmp_path, "agentic:context=4K,initial=1K,output=8..24,think=20ms,turns=6", rate=30)
+    summary = await run_bench(cfg)
+    records = lines(cfg.out_dir / "requests.jsonl")
+    assert RECORD_FIELDS <= set(records[0])
+    assert summary.sent == len(records) == len(fake_router.served) > 10
+    assert summary.completed == summary.sent and summary.failed == 0
+    saved = json.loads((cfg.out_dir / "summary.json").read_text())
+    for key in ("sent", "completed", "failed", "goodput_rps", "sla_attainment", "rld_token_share", "wan_bytes",
+                "hit_rate_bins"):
+        assert key in saved
+    for key in ("ttft_s", "tpot_s", "e2e_s"):
+        assert {"p50", "p90", "p99"} <= set(saved[key])
+    served = {s.request_id: s for s in fake_router.served}
+    for r in records:
+        assert r["output_tokens"] == r["max_tokens"] == len(r["itl_s"]) + 1
+        assert r["ttft_s"] <= r["e2e_s"]
+        # the client's expected hit is exactly what the server's prefix cache found
+        assert r["hit_rate"] * r["prompt_tokens"] == pytest.approx(served[r["id"]].hit_tokens)
+        assert r["pdd"]["prefill_hit_tokens"] == served[r["id"]].hit_tokens
+    assert summary.hit_rate_mean > 0.3  # later turns really reuse earlier ones
+    assert summary.model_dump()["sla"] == {"ttft_s": 5.0, "tpot_s": 0.1}
+
+
+async def test_session_turns_wait_for_the_previous_answer(fake_router, tmp_path):
+    await run_bench(config(fake_router, tmp_path, "agentic:context=4K,output=8..16,think=0,turns=5", rate=40))
+    by_session: dict[str, list] = {}
+    for served in fake_router.served:
+        session, turn = served.request_id.rsplit("-t", 1)
+        by_session.setdefault(session, []).append((int(turn), served))
+    continued = 0
+    for turns in by_session.values():
+        turns.sort(key=lambda item: item[0])
+        assert [t for t, _ in turns] == list(range(len(turns)))
+        for (_, before), (_, after) in zip(turns, turns[1:]):
+            assert after.arrived >= before.finished
+            # the next prompt carries the answer the server actually gave
+            assert after.prompt[len(before.prompt): len(before.prompt) + before.max_tokens] == before.output_ids
+            continued += 1
+    assert continued > 5
+
+
+async def test_open_loop_does_not_wait_for_completions(fake_router, tmp_path):
+    fake_router.ttft_base_s = 0.6
+    await run_bench(config(fake_router, tmp_path, "poisson:input=64,output=4", rate=40, duration_s=0.5, seed=3))
+    assert fake_router.max_in_flight >= 5
+
+
+async def test_closed_loop_keeps_exactly_n_in_flight(fake_router, tmp_path):
+    fake_router.ttft_base_s = 0.05
+    summary = await run_bench(config(fake_router, tmp_path, "poisson:input=64,output=4", concurrency=3,
+                                     duration_s=0.6))
+    assert fake_router.max_in_flight == 3
+    assert summary.concurrency == 3 and summary.offered_rate is None
+    assert summary.completed >= 6
+
+
+async def test_ttft_order_follows_uncached_prompt_length(fake_router, tmp_path):
+    fake_router.ttft_per_miss_token_s = 1e-4  # 0.1 s per 1000 uncached tokens
+    summary = await run_bench(config(fake_router, tmp_path, "poisson:input=100..4000,output=3", concurrency=2,
+                                     max_requests=12, duration_s=30))
+    records = lines(tmp_path / "run" / "requests.jsonl")
+    assert summary.completed == 12
+    for a in records:
+        for b in records:
+            if b["prompt_tokens"] - a["prompt_tokens"] >= 1000:
+                assert a["ttft_s"] < b["ttft_s"], (a["id"], b["id"])
+    longest = max(records, key=lambda r: r["prompt_tokens"])
+    assert_close(longest["ttft_s"], 0.002 + longest["prompt_tokens"] * 1e-4, rel=0.5, what="TTFT of the longest")
+
+
+async def test_failures_are_recorded_and_the_run_goes_on(fake_router, tmp_path):
+    modes = {"q1": "http", "q2": "sse", "q3": "truncate", "q4": "stall"}
+    fake_router.fail = lambda served: modes.get(served.request_id)
+    summary = await run_bench(config(fake_router, tmp_path, "poisson:input=32,output=6", concurrency=2,
+                                     max_requests=8, duration_s=30, request_timeout_s=0.5))
+    records = {r["id"]: r for r in lines(tmp_path / "run" / "requests.jsonl")}
+    assert len(records) == 8
+    assert records["q1"]["status"] == "error" and records["q1"]["http_status"] == 503
+    assert "no capacity" in records["q1"]["error"]
+    assert records["q2"]["status"] == "error" and "decode instance died" in records["q2"]["error"]
+    assert records["q2"]["output_tokens"] == 2
+    assert records["q3"]["status"] == "error" and "before the final chunk" in records["q3"]["error"]
+    assert records["q4"]["status"] == "timeout" and records["q4"]["ttft_s"] is None
+    assert all(records[f"q{i}"]["status"] == "ok" for i in (0, 5, 6, 7))
+    assert (summary.completed, summary.failed) == (4, 4)
+    assert summary.errors == {"http_503": 1, "server_error": 1, "truncated": 1, "timeout": 1}
+
+
+@pytest.mark.parametrize(("token_ids", "last_chunk_has_token"), [(True, True), (False, False), (False, True)])
+async def test_token_counting_does_not_depend_on_chunk_layout(fake_router, tmp_path, token_ids, last_chunk_has_token):
+    fake_router.send_token_ids = token_ids
+    fake_router.last_chunk_has_token = last_chunk_has_token
+    summary = await run_bench(config(fake_router, tmp_path, "poisson:input=50,output=9", concurrency=1,
+                                     max_requests=3, duration_s=30))
+    records = lines(tmp_path / "run" / "requests.jsonl")
+    assert summary.completed == 3
+    assert [r["output_tokens"] for r in records] == [9, 9, 9]
+    assert all(r["usage"]["completion_tokens"] == 9 for r in records)
+
+
+async def test_max_requests_and_explicit_model(fake_router, tmp_path):
+    summary = await run_bench(config(fake_router, tmp_path, "poisson:input=16,output=2", rate=200,
+                                     max_requests=7, model=MODEL, duration_s=30))
+    assert summary.sent == 7 == len(fake_router.served)
+
+
+async def test_wrong_model_fails_every_request_with_the_server_message(fake_router, tmp_path):
+    summary = await run_bench(config(fake_router, tmp_path, "poisson:input=16,output=2", concurrency=1,
+                                     max_requests=2, model="other", duration_s=30))
+    assert summary.failed == 2 and summary.errors == {"http_404": 2}
+
+
+async def test_unreachable_router_is_a_clear_error(tmp_path):
+    cfg = BenchConfig(url="http://127.0.0.1:9", workload="poisson", rate=1, out_dir=tmp_path, progress=False)
+    with pytest.raises(BenchError, match="cannot list models"):
+        await run_bench(cfg)
+
+
+async def test_trace_replay_keeps_the_trace_timing(fake_router, tmp_path):
+    summary = await run_bench(config(fake_router, tmp_path, f"mooncake:{SAMPLE}:speed=100,limit=40,max_output=4",
+                                     duration_s=30))
+    assert summary.sent == 40 and summary.offered_rate is None
+    trace = [json.loads(line) for line in SAMPLE.read_text().splitlines()[:40]]
+    records = sorted(lines(tmp_path / "run" / "requests.jsonl"), key=lambda r: int(r["id"][1:]))
+    for row, r in zip(trace, records):
+        assert r["prompt_tokens"] == row["input_length"]
+        assert_close(r["send_s"], (row["timestamp"] - trace[0]["timestamp"]) / 1000 / 100, rel=0.0, abs_=0.25,
+                     what=f"send time of {r['id']}")
+    served = {s.request_id: s for s in fake_router.served}
+    assert any(r["hit_rate"] > 0 for r in records), "the sample's first 40 requests share prefixes"
+    checked = 0
+    for index, (row, r) in enumerate(zip(trace, records)):
+        # the test double caches a request once it has finished: expect reuse of those only
+        done = [trace[j]["hash_ids"] for j in range(index) if served[f"r{j}"].finished < served[r["id"]].arrived]
+        blocks = max((_common(row["hash_ids"], ids) for ids in done), default=0)
+        expected = min(512 * blocks, row["input_length"])
+        assert served[r["id"]].hit_tokens >= expected, r["id"]
+        checked += expected > 0
+    assert checked >= 1
+
+
+def _common(a: list[int], b: list[int]) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
+
+
+async def test_cancelling_the_run_keeps_partial_results(fake_router, tmp_path):
+    fake_router.fail = lambda served: "stall" if served.request_id.endswith("-t1") else None
+    cfg = config(fake_router, tmp_path, "agentic:context=2K,output=4,think=0,turns=3", rate=50, duration_s=60)
+    run = asyncio.ensure_future(run_bench(cfg))
+    async with asyncio.timeout(20):
+        while not any(s.request_id.endswith("-t1") for s in fake_router.served):
+            await asyncio.sleep(0.01)
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(run, timeout=20)
+    saved = json.loads((cfg.out_dir / "summary.json").read_text())
+    records = lines(cfg.out_dir / "requests.jsonl")
+    assert saved["sent"] == len(records) >= 2
+    assert_at_least(saved["cancelled"], 1, what="cancelled requests")
+    assert saved["completed"] >= 1
+
+
+async def test_a_rate_or_concurrency_is_needed_without_trace_timing(fake_router, tmp_path):
+    with pytest.raises(BenchError, match="give a rate or a concurrency"):
+        await run_bench(config(fake_router, tmp_path, "agentic"))
+    with pytest.raises(ValueError, match="not both"):
+        config(fake_router, tmp_path, "agentic", rate=1, concurrency=1)
+
+
+def test_answers_of_the_test_double_are_deterministic():
+    assert answer_ids([1, 2, 3], 5) == answer_ids([1, 2, 3], 5)
+    assert answer_ids([1, 2, 3], 5) != answer_ids([1, 2, 4], 5)

@@ -1,0 +1,94 @@
+"""Locust runs for real, headless, as a process against the test double.
+
+Locust monkey-patches the interpreter with gevent when imported, so nothing
+here imports it: every check goes through a subprocess.
+"""
+
+import asyncio
+import csv
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+LOCUST = Path(sys.executable).with_name("locust")
+
+
+@pytest.mark.slow
+async def test_headless_run_writes_ttft_tpot_itl_and_e2e_rows(fake_router, tmp_path):
+    fake_router.fail = lambda served: "http" if served.request_id.endswith("-t2") else None
+    env = os.environ | {"PDD_WORKLOAD": "agentic:context=2K,output=8..16,think=0,turns=4", "PDD_SEED": "1"}
+    env.pop("PDD_LOAD_SHAPE", None)
+    process = await asyncio.create_subprocess_exec(
+        str(LOCUST), "-f", "loadgen/locustfile.py", "--headless", "-u", "4", "-r", "4", "-t", "3s",
+        "--csv", str(tmp_path / "run"), "--host", fake_router.url, "--exit-code-on-error", "0",
+        cwd=ROOT, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        _, stderr = await asyncio.wait_for(process.communicate(), timeout=90)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    assert process.returncode == 0, stderr.decode()[-2000:]
+    with open(tmp_path / "run_stats.csv", newline="") as stats:
+        rows = {(row["Type"], row["Name"]): row for row in csv.DictReader(stats)}
+    for kind in ("TTFT", "TPOT", "ITL", "E2E"):
+        assert int(rows[(kind, "/v1/completions")]["Request Count"]) > 0, kind
+    e2e = rows[("E2E", "/v1/completions")]
+    assert int(e2e["Failure Count"]) > 0  # the third turns failed with HTTP 503
+    assert int(rows[("POST", "/v1/completions")]["Failure Count"]) == int(e2e["Failure Count"])
+    ok = int(e2e["Request Count"]) - int(e2e["Failure Count"])
+    assert int(rows[("TPOT", "/v1/completions")]["Request Count"]) == ok
+    assert int(rows[("ITL", "/v1/completions")]["Request Count"]) >= 7 * ok  # every gap of 8..16 tokens
+    assert any(s.request_id.endswith("-t1") for s in fake_router.served)  # sessions continued
+
+
+SHAPE_PROBE = """
+import os, sys
+from loadgen.locust_shapes import selected_shape
+shape = selected_shape()
+if shape is None:
+    print("none"); sys.exit()
+probe = shape()
+for t in (0, 15, 35, 65, 400):
+    probe.get_run_time = lambda t=t: t
+    print(probe.tick())
+"""
+
+
+def probe_shape(**env: str) -> subprocess.CompletedProcess:
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("PDD_")} | env
+    return subprocess.run([sys.executable, "-c", SHAPE_PROBE], cwd=ROOT, env=environment, capture_output=True,
+                          text=True, timeout=60)
+
+
+def ticks(**env: str) -> list[str]:
+    result = probe_shape(**env)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.splitlines()
+
+
+def test_no_shape_unless_asked():
+    assert ticks() == ["none"]
+
+
+def test_step_shape_climbs_to_its_ceiling_then_ends():
+    steps = ticks(PDD_LOAD_SHAPE="step", PDD_STEP_USERS="2", PDD_STEP_SECONDS="30", PDD_STEP_MAX="5",
+                  PDD_SHAPE_SECONDS="300")
+    assert steps == ["(2, 2.0)", "(2, 2.0)", "(4, 2.0)", "(5, 2.0)", "None"]
+
+
+def test_burst_shape_rises_in_the_last_seconds_of_each_period():
+    bursts = ticks(PDD_LOAD_SHAPE="burst", PDD_BURST_BASE="1", PDD_BURST_PEAK="8", PDD_BURST_EVERY="40",
+                   PDD_BURST_SECONDS="10")
+    assert bursts == ["(1, 8.0)", "(1, 8.0)", "(8, 8.0)", "(1, 8.0)", "None"]
+
+
+def test_unknown_shape_is_refused():
+    result = probe_shape(PDD_LOAD_SHAPE="zigzag")
+    assert result.returncode != 0
+    assert "PDD_LOAD_SHAPE='zigzag' is not a load shape; use one of step, burst" in result.stderr

@@ -1,0 +1,91 @@
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given, strategies as st
+
+from services.engine.prefix_cache import block_hashes
+from services.engine.tokens import WordTokenizer, output_token, prompt_fingerprint, stream_key, token_at
+
+VOCAB = 128_000
+
+
+@given(st.lists(st.integers(0, VOCAB - 1), max_size=200))
+def test_vocabulary_words_round_trip(ids):
+    tokenizer = WordTokenizer(VOCAB)
+    assert tokenizer.encode(tokenizer.decode(ids)) == ids
+
+
+def test_stream_pieces_concatenate_to_the_decoded_text():
+    tokenizer = WordTokenizer(VOCAB)
+    ids = [0, 1, 79, 80, 6399, 6400, VOCAB - 1]
+    pieces = [tokenizer.token_text(i) for i in ids]
+    assert all(piece.endswith(" ") and " " not in piece[:-1] for piece in pieces)
+    assert "".join(pieces) == tokenizer.decode(ids)
+    assert len(set(pieces)) == len(ids)
+
+
+def test_unknown_pieces_hash_stably_into_the_vocabulary():
+    tokenizer = WordTokenizer(1000)
+    ids = tokenizer.encode("Hello, world! hello zzzz 123")
+    assert len(ids) == 5
+    assert all(0 <= i < 1000 for i in ids)
+    assert ids == WordTokenizer(1000).encode("Hello, world! hello zzzz 123")
+    assert ids[0] != ids[2]  # case matters: pieces are taken as they are
+
+
+def test_a_word_beyond_a_small_vocabulary_is_hashed_not_misread():
+    big, small = WordTokenizer(VOCAB), WordTokenizer(100)
+    word = big.token_text(5000).strip()
+    assert 0 <= small.encode(word)[0] < 100
+
+
+def test_output_tokens_depend_on_prompt_position_and_seed_only():
+    fingerprint = prompt_fingerprint([5, 6, 7])
+    stream = [output_token(fingerprint, position, seed=3, vocab_size=VOCAB) for position in range(200)]
+    assert stream == [output_token(prompt_fingerprint([5, 6, 7]), p, 3, VOCAB) for p in range(200)]
+    # Asked in any order, each position gives the same token.
+    assert [output_token(fingerprint, p, 3, VOCAB) for p in reversed(range(200))] == stream[::-1]
+    assert len(set(stream)) > 190  # well mixed, not a constant or a short cycle
+    assert stream != [output_token(fingerprint, p, 4, VOCAB) for p in range(200)]
+    assert stream != [output_token(prompt_fingerprint([5, 6, 8]), p, 3, VOCAB) for p in range(200)]
+
+
+def test_precomputed_stream_key_gives_the_same_tokens():
+    fingerprint = prompt_fingerprint(list(range(50)))
+    key = stream_key(fingerprint, 9)
+    assert [token_at(key, p, 500) for p in range(50)] == [output_token(fingerprint, p, 9, 500) for p in range(50)]
+
+
+def test_fingerprint_sees_order_and_length():
+    assert prompt_fingerprint([1, 2, 3]) != prompt_fingerprint([3, 2, 1])
+    assert prompt_fingerprint([1, 2, 3]) != prompt_fingerprint([1, 2, 3, 0])
+
+
+_IN_ANOTHER_PROCESS = """
+import json
+from services.engine.prefix_cache import block_hashes
+from services.engine.tokens import WordTokenizer, output_token, prompt_fingerprint
+fp = prompt_fingerprint(list(range(100)))
+print(json.dumps([fp, output_token(fp, 17, 5, 32000), WordTokenizer(32000).encode("some text here"),
+                  block_hashes(list(range(64)), 16)]))
+"""
+
+
+def test_hashes_and_tokens_are_the_same_in_another_process():
+    env = dict(os.environ, PYTHONHASHSEED="12345")
+    out = subprocess.run([sys.executable, "-c", _IN_ANOTHER_PROCESS], env=env, capture_output=True, text=True,
+                         check=True, timeout=60)
+    fingerprint = prompt_fingerprint(list(range(100)))
+    expected = [fingerprint, output_token(fingerprint, 17, 5, 32000), WordTokenizer(32000).encode("some text here"),
+                block_hashes(list(range(64)), 16)]
+    assert json.loads(out.stdout) == expected
+
+
+def test_vocabulary_must_have_room():
+    with pytest.raises(ValueError, match="vocab_size"):
+        WordTokenizer(1)
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        WordTokenizer(10).token_text(10)
