@@ -13,7 +13,9 @@ from collections.abc import Iterator
 from loadgen.plan import ArrivalShape
 
 
-def arrival_offsets(rate: float, rng: random.Random, shape: ArrivalShape = "poisson", cv: float = 1.0) -> Iterator[float]:
+def arrival_offsets(
+    rate: float, rng: random.Random, shape: ArrivalShape = "poisson", cv: float = 1.0
+) -> Iterator[float]:
     """An endless, increasing sequence of send times for `rate` requests per second."""
     if rate <= 0:
         raise ValueError(f"arrival rate {rate!r} must be positive")

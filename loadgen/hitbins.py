@@ -114,10 +114,12 @@ class HitTargetSampler:
 
 def parse_hit_weights(value: object) -> tuple[float, ...] | None:
     """The `hits=` value of a spec: seven weights a/b/c/d/e/f/g, "default", or "natural" (no target)."""
-    if value is None or (isinstance(value, str) and value.strip().lower() == "default"):
-        return DEFAULT_HIT_WEIGHTS
+    if value is None:
+        return None
     if isinstance(value, str):
         text = value.strip().lower()
+        if text == "default":
+            return DEFAULT_HIT_WEIGHTS
         if text in ("natural", "none"):
             return None
         try:

@@ -30,6 +30,7 @@ from loadgen.tokens import DEFAULT_VOCAB
 from loadgen.workloads import build_workload
 
 ENDPOINT = "/v1/completions"
+DEADLINE_S = float(os.environ.get("PDD_TIMEOUT_S", "300"))  # send to last byte, like the bench client
 WORKLOAD_SPEC = os.environ.get("PDD_WORKLOAD", "agentic:context=8K,output=16..128,think=500ms")
 _workload_config = parse_spec(WORKLOAD_SPEC)  # a bad spec stops Locust at start, with the reason
 _shared: dict[str, object] = {}
@@ -53,7 +54,7 @@ def shared_workload():
 
 class CompletionUser(FastHttpUser):
     wait_time = constant(0)
-    network_timeout = float(os.environ.get("PDD_TIMEOUT_S", "300"))
+    network_timeout = DEADLINE_S
     connection_timeout = 30.0
 
     def on_start(self) -> None:
@@ -95,12 +96,16 @@ class CompletionUser(FastHttpUser):
         with self.client.post(ENDPOINT, json=payload, headers=headers, stream=True, catch_response=True,
                               name=ENDPOINT) as response:
             try:
+                if response.status_code == 0:  # no HTTP answer at all: Locust hands back an ErrorResponse
+                    raise StreamError(f"connection: {getattr(response, 'error', None)}")
                 if response.status_code >= 400:
                     raise StreamError(f"HTTP {response.status_code}: {error_message(_json_or_text(response))}")
-                _read_events(response, tally)
+                remaining = DEADLINE_S - (time.perf_counter() - tally.sent_at)
+                with gevent.Timeout(max(remaining, 0.001), StreamError(f"no complete answer within {DEADLINE_S:g}s")):
+                    _read_events(response, tally)
                 tally.check_complete()
                 response.success()
-            except (StreamError, OSError, gevent.Timeout) as caught:
+            except (StreamError, OSError) as caught:
                 error = caught
                 response.failure(str(caught))
         self._fire(tally, plan, error)
@@ -126,13 +131,16 @@ def _read_events(response, tally: StreamTally) -> None:
     # the public readline() splits on CRLF only; SSE events may end in a bare LF
     raw = response._response
     decoder = SseLineDecoder()
-    while not tally.done:
-        line = raw.readline(b"\n")
-        if not line:
-            return
-        data = decoder.feed(line.decode("utf-8", errors="replace"))
-        if data is not None:
-            tally.feed_event(data, time.perf_counter())
+    try:
+        while not tally.done:
+            line = raw.readline(b"\n")
+            if not line:
+                return
+            data = decoder.feed(line.decode("utf-8", errors="replace"))
+            if data is not None:
+                tally.feed_event(data, time.perf_counter())
+    finally:
+        raw.release()  # a stream left unread (error, deadline) closes its connection instead of reusing it
 
 
 def _json_or_text(response) -> object:

@@ -82,7 +82,9 @@ class Workload(Protocol):
         ...
 
 
-def plan_offline(workload: Workload, output_fn: OutputFunction, max_requests: int, concurrent: int = 1) -> list[RequestPlan]:
+def plan_offline(
+    workload: Workload, output_fn: OutputFunction, max_requests: int, concurrent: int = 1
+) -> list[RequestPlan]:
     """Plan requests without a server: `output_fn` stands in for the model's answers.
 
     Up to `concurrent` sessions are interleaved round-robin, as if they ran side by side.

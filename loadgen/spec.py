@@ -72,3 +72,21 @@ def parse_spec(text: str) -> WorkloadConfig:
             for e in error.errors()
         )
         raise SpecError(f"workload {kind}: {problems}") from None
+
+
+def spec_string(config: WorkloadConfig) -> str:
+    """The SPEC that parses back to `config`: its kind and the fields that differ from the defaults."""
+    required = {"file": config.file} if isinstance(config, MooncakeConfig) else {"kind": config.kind}
+    defaults = type(config).model_validate(required)
+    options = []
+    for name in type(config).model_fields:
+        value = getattr(config, name)
+        if name in ("kind", "file") or value == getattr(defaults, name):
+            continue
+        if name == "hits":
+            text = "natural" if value is None else "/".join(f"{w:.12g}" for w in value)
+        else:
+            text = f"{value:g}" if isinstance(value, float) else str(value)
+        options.append(f"{name}={text}")
+    head = f"mooncake:{config.file}" if isinstance(config, MooncakeConfig) else config.kind
+    return f"{head}:{','.join(options)}" if options else head

@@ -3,7 +3,7 @@
 Shared by the asyncio bench client and the gevent Locust user, so both count
 tokens and compute TTFT, TPOT and ITL the same way (docs/loadgen.md). A chunk's
 tokens are its `token_ids` when the server sends them, otherwise one token per
-non-empty `text`, mapped to a stable id.
+word of `text`, decoded as the emulator's tokenizer wrote it (loadgen/tokens.py).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from loadgen.tokens import DEFAULT_VOCAB, text_token_id
+from loadgen.tokens import DEFAULT_VOCAB, text_token_ids
 
 DONE = "[DONE]"
 
@@ -80,7 +80,7 @@ class StreamTally:
         for choice in payload.get("choices") or []:
             ids = choice.get("token_ids")
             if ids is None and choice.get("text"):
-                ids = [text_token_id(choice["text"], self.vocab)]
+                ids = text_token_ids(choice["text"], self.vocab)
             for token_id in ids or []:
                 self.output_ids.append(int(token_id))
                 self.token_times.append(now)

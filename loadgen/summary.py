@@ -57,6 +57,7 @@ class Summary(BaseModel):
     hit_rate_mean: float
     server_hit_rate_mean: float | None
     skipped_arrivals: int = 0
+    interrupted: bool = False
     cost_per_hour: float | None = None
     bcr: float | None = None
 
@@ -74,19 +75,25 @@ def error_kind(record: dict) -> str:
     return (record.get("error") or "error").split(":", 1)[0]
 
 
+def _elapsed(record: dict) -> float:
+    for key in ("elapsed_s", "e2e_s", "ttft_s"):
+        if record.get(key) is not None:
+            return record[key]
+    return 0.0
+
+
 def window_seconds(records: Sequence[dict]) -> float:
-    """From the first send to the last response end (or deadline) of any request."""
+    """From the start of the run (send_s = 0) to the last response end of any request."""
     if not records:
         return 0.0
-    start = min(r["send_s"] for r in records)
-    ends = [r["send_s"] + (r["e2e_s"] if r["e2e_s"] is not None else (r["ttft_s"] or 0.0)) for r in records]
-    return max(max(ends) - start, 1e-9)
+    ends = [r["send_s"] + _elapsed(r) for r in records]
+    return max(max(ends), 1e-9)
 
 
 def summarize(
     records: Sequence[dict], *, sla: SlaConfig, workload: str, offered_rate: float | None = None,
     concurrency: int | None = None, label: str | None = None, cost_per_hour: float | None = None,
-    skipped_arrivals: int = 0,
+    skipped_arrivals: int = 0, interrupted: bool = False,
 ) -> Summary:
     ok = [r for r in records if r["status"] == "ok"]
     cancelled = sum(r["status"] == "cancelled" for r in records)
@@ -131,6 +138,7 @@ def summarize(
         hit_rate_mean=hits.mean,
         server_hit_rate_mean=sum(server_hits) / len(server_hits) if server_hits else None,
         skipped_arrivals=skipped_arrivals,
+        interrupted=interrupted,
         cost_per_hour=cost_per_hour,
         bcr=goodput / cost_per_hour if cost_per_hour else None,
     )

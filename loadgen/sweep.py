@@ -54,7 +54,7 @@ async def run_sweep(config: SweepConfig) -> SweepResult:
     for rate in sorted(config.rates):
         bench = config.bench.model_copy(update={"rate": rate, "concurrency": None,
                                                 "out_dir": rate_folder(config.out_dir, rate)})
-        summaries[rate] = await run_bench(BenchConfig.model_validate(bench.model_dump()))
+        summaries[rate] = await run_bench(bench)
         if summaries[rate].sla_attainment < config.threshold and not config.keep_going:
             break
     best = max_goodput_rate(summaries, config.threshold)

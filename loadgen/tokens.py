@@ -12,7 +12,11 @@ import random
 
 import numpy as np
 
+from services.engine.tokens import WordTokenizer
+
 DEFAULT_VOCAB = 32000  # small enough for any served model's vocabulary
+# bounded only by 2**31 so that every pseudo-word decodes, whatever the served model's vocabulary
+_WORD_DECODER = WordTokenizer(2**31)
 
 
 def fresh_tokens(rng: random.Random, count: int, vocab: int = DEFAULT_VOCAB) -> list[int]:
@@ -50,10 +54,21 @@ def expand_hash_ids(
     return tokens[:input_length]
 
 
-def text_token_id(text: str, vocab: int = DEFAULT_VOCAB) -> int:
-    """A stable id for a streamed text piece, used only when the server sends no token ids."""
-    digest = hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest()
-    return int.from_bytes(digest, "little") % vocab
+def text_token_ids(text: str, vocab: int = DEFAULT_VOCAB) -> list[int]:
+    """The ids of a streamed text piece, used when the server sends no token ids.
+
+    pdd-emu's engines write each token as a pseudo-word (services/engine/tokens.py);
+    those decode to their exact ids, so a session's next prompt holds the very ids
+    the server generated and cached. Any other piece hashes to a stable id below `vocab`.
+    """
+    ids = []
+    for piece in text.split():
+        token_id = _WORD_DECODER.encode(piece)[0]
+        if _WORD_DECODER.token_text(token_id).strip() != piece:
+            digest = hashlib.blake2b(piece.encode("utf-8"), digest_size=8).digest()
+            token_id = int.from_bytes(digest, "little") % vocab
+        ids.append(token_id)
+    return ids
 
 
 def common_prefix_length(a: np.ndarray, b: np.ndarray) -> int:

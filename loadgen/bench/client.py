@@ -42,7 +42,8 @@ async def stream_completion(
             async with http.post(endpoint, json=payload, headers=headers) as response:
                 record.http_status = response.status
                 if response.status >= 400:
-                    raise StreamError(f"HTTP {response.status}: {await _error_text(response)}", f"http_{response.status}")
+                    message = f"HTTP {response.status}: {await _error_text(response)}"
+                    raise StreamError(message, f"http_{response.status}")
                 decoder = SseLineDecoder()
                 async for raw_line in response.content:
                     data = decoder.feed(raw_line.decode("utf-8", errors="replace"))
@@ -61,6 +62,7 @@ async def stream_completion(
         # only the run itself cancels a request (Ctrl-C); it awaits this record to keep partial results
         record.status, record.error = "cancelled", "run interrupted"
     _fill_measurements(record, tally)
+    record.elapsed_s = time.perf_counter() - tally.sent_at
     return record, tally.output_ids
 
 

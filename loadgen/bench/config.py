@@ -7,14 +7,16 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from loadgen.lengths import Duration
+from loadgen.spec import parse_spec, spec_string
 from loadgen.summary import SlaConfig
+from loadgen.workloads import WorkloadConfig
 
 
 class BenchConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     url: str = Field(description="router base URL, e.g. http://127.0.0.1:8000")
-    workload: str = Field(description="workload SPEC, e.g. agentic:context=64K")
+    workload: str | WorkloadConfig = Field(description="workload SPEC, e.g. agentic:context=64K, or its config")
     out_dir: Path
     rate: float | None = Field(None, gt=0, description="open loop: requests per second")
     concurrency: int | None = Field(None, ge=1, description="closed loop: requests in flight")
@@ -35,6 +37,14 @@ class BenchConfig(BaseModel):
         if self.duration_s <= 0:
             raise ValueError("duration must be positive")
         return self
+
+    @property
+    def workload_config(self) -> WorkloadConfig:
+        return parse_spec(self.workload) if isinstance(self.workload, str) else self.workload
+
+    @property
+    def workload_spec(self) -> str:
+        return self.workload if isinstance(self.workload, str) else spec_string(self.workload)
 
     @property
     def endpoint(self) -> str:

@@ -53,7 +53,8 @@ class Recorder:
     def __init__(self, path: Path, progress: bool, total: int | None) -> None:
         self.records: list[RequestRecord] = []
         self._file = open(path, "w", encoding="utf-8")
-        self._bar = tqdm(total=total, unit="req", desc="bench", disable=not progress, file=sys.stderr, dynamic_ncols=True)
+        self._bar = tqdm(total=total, unit="req", desc="bench", disable=not progress, file=sys.stderr,
+                         dynamic_ncols=True)
         self._failed = 0
 
     def add(self, record: RequestRecord) -> None:
@@ -82,6 +83,7 @@ class Dispatcher:
         self.in_flight: dict[asyncio.Task, RequestPlan] = {}
         self.sent = 0
         self.skipped_arrivals = 0
+        self.faults: list[BaseException] = []
 
     def can_send(self) -> bool:
         return not self.stop_sending.is_set()
@@ -99,6 +101,9 @@ class Dispatcher:
         plan = self.in_flight.pop(task)
         if task.cancelled():  # cancelled before it started: it left no record of its own
             self._recorder.add(cancelled_record(plan, self._clock.now()))
+        elif task.exception() is not None:  # a fault in the client itself, not a failed request: stop the run
+            self.faults.append(task.exception())
+            self.stop_sending.set()
 
     @staticmethod
     async def result(task: asyncio.Task) -> tuple[RequestRecord, list[int]] | None:
@@ -123,13 +128,16 @@ class Dispatcher:
             task.cancel()
 
     async def drain(self) -> None:
+        """Wait for every request in flight; re-raise the first fault of the client, if any."""
         while self.in_flight:
             await asyncio.wait(list(self.in_flight))
+        if self.faults:
+            raise self.faults[0]
 
 
 def cancelled_record(plan: RequestPlan, send_s: float) -> RequestRecord:
     return RequestRecord(
         id=plan.request_id, session=plan.session, turn=plan.turn, send_s=send_s, send_unix=time.time(),
         prompt_tokens=plan.prompt_tokens, max_tokens=plan.max_tokens, hit_rate=plan.hit_rate,
-        target_hit_rate=plan.target_hit_rate, status="cancelled", error="run interrupted",
+        target_hit_rate=plan.target_hit_rate, status="cancelled", error="run interrupted", elapsed_s=0.0,
     )

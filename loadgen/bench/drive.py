@@ -18,7 +18,9 @@ from loadgen.bench.records import RequestRecord
 from loadgen.plan import RequestPlan, Session, Workload
 
 
-async def drive_open_loop(workload: Workload, dispatcher: Dispatcher, clock: RunClock, arrivals: Iterator[float]) -> None:
+async def drive_open_loop(
+    workload: Workload, dispatcher: Dispatcher, clock: RunClock, arrivals: Iterator[float]
+) -> None:
     ready: list[tuple[float, int, RequestPlan, Session]] = []  # (ready at, tie-break, next turn, session)
     order = itertools.count()
     exhausted = False

@@ -28,6 +28,7 @@ class RequestRecord:
     ttft_s: float | None = None
     tpot_s: float | None = None
     e2e_s: float | None = None
+    elapsed_s: float | None = None  # send to the end of the attempt, whatever its status
     itl_s: list[float] = field(default_factory=list)
     finish_reason: str | None = None
     usage: dict | None = None

@@ -20,7 +20,6 @@ from loadgen.bench.config import BenchConfig
 from loadgen.bench.dispatch import Dispatcher, Recorder, RunClock
 from loadgen.bench.drive import drive_closed_loop, drive_open_loop, drive_trace_timing
 from loadgen.plan import RequestPlan, Workload
-from loadgen.spec import parse_spec
 from loadgen.summary import Summary, summarize
 from loadgen.tokens import DEFAULT_VOCAB
 from loadgen.workloads import build_workload
@@ -64,7 +63,7 @@ async def run_bench(config: BenchConfig, *, handle_sigint: bool = False) -> Summ
     in-flight requests are recorded as cancelled and the partial summary is written.
     """
     seeds = random.Random(config.seed)
-    spec = parse_spec(config.workload)
+    spec = config.workload_config
     workload = build_workload(spec, random.Random(seeds.getrandbits(64)))
     rate, concurrency = resolve_pacing(config, workload)
     config.out_dir.mkdir(parents=True, exist_ok=True)
@@ -98,12 +97,12 @@ async def run_bench(config: BenchConfig, *, handle_sigint: bool = False) -> Summ
         except asyncio.CancelledError:
             dispatcher.interrupt()
             await dispatcher.drain()
-            _write_summary(config, recorder, rate, concurrency, dispatcher.skipped_arrivals)
+            _write_summary(config, recorder, rate, concurrency, dispatcher)
             raise
         finally:
             timer.cancel()
             recorder.close()
-    return _write_summary(config, recorder, rate, concurrency, dispatcher.skipped_arrivals)
+    return _write_summary(config, recorder, rate, concurrency, dispatcher)
 
 
 @contextmanager
@@ -125,11 +124,12 @@ def _sigint_interrupts(dispatcher: Dispatcher, enabled: bool):
         loop.remove_signal_handler(signal.SIGINT)
 
 
-def _write_summary(config: BenchConfig, recorder: Recorder, rate, concurrency, skipped: int) -> Summary:
+def _write_summary(config: BenchConfig, recorder: Recorder, rate, concurrency, dispatcher: Dispatcher) -> Summary:
     summary = summarize(
-        [dataclasses.asdict(record) for record in recorder.records], sla=config.sla, workload=config.workload,
+        [dataclasses.asdict(record) for record in recorder.records], sla=config.sla, workload=config.workload_spec,
         offered_rate=rate, concurrency=concurrency, label=config.label,
-        cost_per_hour=config.cost_per_hour, skipped_arrivals=skipped,
+        cost_per_hour=config.cost_per_hour, skipped_arrivals=dispatcher.skipped_arrivals,
+        interrupted=dispatcher.interrupted,
     )
     (config.out_dir / "summary.json").write_text(summary.model_dump_json(indent=2) + "\n", encoding="utf-8")
     return summary

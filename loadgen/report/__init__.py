@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from loadgen.report.page import write_index
-from loadgen.report.plots import plot_goodput_vs_rate, plot_hit_histogram, plot_ttft_cdf
+from loadgen.report.plots import plot_goodput_vs_rate, plot_hit_histogram, plot_ttft_cdf, plot_wan_throughput
 from loadgen.report.runs import RunData, load_run
 from loadgen.report.table import markdown_table
-from loadgen.report.timeline import plot_request_timeline, plot_wan_throughput
+from loadgen.report.timeline import plot_request_timeline
 from loadgen.summary import SlaConfig
 
 

@@ -1,6 +1,9 @@
-"""Plots across runs: TTFT CDF, goodput against offered rate, hit-rate histogram.
+"""Plots across runs: TTFT CDF, goodput against offered rate, hit-rate histogram, WAN throughput.
 
 Figures draw on the Agg canvas directly, so no global matplotlib backend is switched.
+WAN bytes are summed in 40 buckets over the run, each request's bytes placed
+at its first token (send + TTFT): the KV leaves prefill then, and a report has
+no finer clock for it (docs/loadgen.md).
 """
 
 from __future__ import annotations
@@ -88,4 +91,28 @@ def plot_hit_histogram(runs: list[RunData], path: Path) -> Path:
     axes.set(xlabel="prefix hit rate", ylabel="share of requests (%)", title="Requests by prefix-hit rate")
     axes.grid(alpha=0.3, axis="y")
     axes.legend()
+    return save(figure, path)
+
+
+def plot_wan_throughput(runs: list[RunData], path: Path) -> Path:
+    figure = new_figure()
+    axes = figure.add_subplot()
+    plotted = False
+    for run, label in zip(runs, distinct_labels(runs)):
+        points = [(r["send_s"] + (r["ttft_s"] or 0.0), (r.get("pdd") or {}).get("wan_bytes") or 0)
+                  for r in run.ok_records()]
+        if not any(b for _, b in points):
+            continue
+        times = np.array([t for t, _ in points])
+        bucket = max(0.01, float(times.max()) / 40)
+        edges = np.arange(0.0, times.max() + 2 * bucket, bucket)
+        volume, _ = np.histogram(times, bins=edges, weights=[b for _, b in points])
+        axes.step(edges[:-1], volume * 8 / bucket / 1e9, where="post", label=label)
+        plotted = True
+    if plotted:
+        axes.legend()
+    else:
+        empty_note(axes, "no request reported WAN bytes")
+    axes.set(xlabel="time since start (s)", ylabel="WAN throughput (Gbit/s, emulated)", title="KV over the WAN")
+    axes.grid(alpha=0.3)
     return save(figure, path)

@@ -35,7 +35,7 @@ def load_run(path: str | Path, sla: SlaConfig | None = None) -> RunData:
         summary = summarize(
             records, sla=sla, workload=summary.workload, offered_rate=summary.offered_rate,
             concurrency=summary.concurrency, label=summary.label, cost_per_hour=summary.cost_per_hour,
-            skipped_arrivals=summary.skipped_arrivals,
+            skipped_arrivals=summary.skipped_arrivals, interrupted=summary.interrupted,
         )
     return RunData(path, summary, records)
 

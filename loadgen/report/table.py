@@ -27,7 +27,10 @@ def table_rows(runs: list[RunData]) -> tuple[list[str], list[list[str]]]:
     rows = []
     for run, label in zip(runs, distinct_labels(runs)):
         s = run.summary
-        rate = f"{s.offered_rate:g}" if s.offered_rate is not None else (f"c={s.concurrency}" if s.concurrency else "trace")
+        if s.offered_rate is not None:
+            rate = f"{s.offered_rate:g}"
+        else:
+            rate = f"c={s.concurrency}" if s.concurrency else "trace"
         row = [label, rate, str(s.sent), str(s.completed), *_triple(s.ttft_s), *_triple(s.tpot_s), *_triple(s.e2e_s),
                f"{s.goodput_rps:.3f}", f"{s.sla_attainment:.1%}"]
         if with_cost:
@@ -40,7 +43,8 @@ def table_rows(runs: list[RunData]) -> tuple[list[str], list[list[str]]]:
 
 def markdown_table(runs: list[RunData]) -> str:
     header, rows = table_rows(runs)
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" if i == 0 else "---:" for i in range(len(header))) + "|"]
+    rule = "|" + "|".join("---" if i == 0 else "---:" for i in range(len(header))) + "|"
+    lines = ["| " + " | ".join(header) + " |", rule]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     sla = runs[0].summary.sla if runs else None
     note = f"\n\nSLA: TTFT <= {sla.ttft_s:g} s and TPOT <= {sla.tpot_s:g} s." if sla else ""

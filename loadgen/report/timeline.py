@@ -1,8 +1,9 @@
-"""Plots over time: WAN throughput per run, and one request's path through the stages.
+"""One request's path through the stages, from its `pdd.timeline` stamps and the client's token times.
 
-WAN bytes are summed in 40 buckets over the run, each request's bytes placed
-at its first token (send + TTFT): the KV leaves prefill then, and a report has
-no finer clock for it (docs/loadgen.md).
+A stamp marks an event; the bar after it, up to the next stamp, is the phase
+that event begins (prefill_done starts the KV transfer, first_token starts
+decoding). Stage names come from the router, so phases are read from words in
+them, and anything unrecognised is drawn grey rather than guessed.
 """
 
 from __future__ import annotations
@@ -10,36 +11,41 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from matplotlib.patches import Patch
 
 from loadgen.report.plots import empty_note, new_figure, save
-from loadgen.report.runs import RunData, distinct_labels
+from loadgen.report.runs import RunData
 
-STAGE_COLOURS = (("prefill", "tab:blue"), ("transfer", "tab:orange"), ("kv", "tab:orange"), ("handoff", "tab:red"),
-                 ("extend", "tab:red"), ("rld", "tab:green"), ("relay", "tab:green"), ("md", "tab:purple"),
-                 ("main", "tab:purple"), ("decode", "tab:purple"))
+PHASE_COLOURS = {"prefill": "tab:blue", "KV transfer": "tab:orange", "relay decode (RLD)": "tab:green",
+                 "handoff": "tab:red", "main decode (MD)": "tab:purple", "other": "tab:gray"}
+ENDED = ("_end", "_done", "_finish", "_finished", "_arrived", "_complete")
 
 
-def plot_wan_throughput(runs: list[RunData], path: Path) -> Path:
-    figure = new_figure()
-    axes = figure.add_subplot()
-    plotted = False
-    for run, label in zip(runs, distinct_labels(runs)):
-        points = [(r["send_s"] + (r["ttft_s"] or 0.0), (r.get("pdd") or {}).get("wan_bytes") or 0) for r in run.ok_records()]
-        if not any(b for _, b in points):
-            continue
-        times = np.array([t for t, _ in points])
-        bucket = max(0.01, float(times.max()) / 40)
-        edges = np.arange(0.0, times.max() + 2 * bucket, bucket)
-        volume, _ = np.histogram(times, bins=edges, weights=[b for _, b in points])
-        axes.step(edges[:-1], volume * 8 / bucket / 1e9, where="post", label=label)
-        plotted = True
-    if plotted:
-        axes.legend()
-    else:
-        empty_note(axes, "no request reported WAN bytes")
-    axes.set(xlabel="time since start (s)", ylabel="WAN throughput (Gbit/s, emulated)", title="KV over the WAN")
-    axes.grid(alpha=0.3)
-    return save(figure, path)
+def phase_after(stamp: str, pipeline: str, handed_off: bool) -> str:
+    """The phase that runs from this stamp to the next one."""
+    name = stamp.lower()
+    decode = "relay decode (RLD)" if "RLD" in pipeline and not handed_off else "main decode (MD)"
+    if "handoff" in name or "extend" in name:
+        return "main decode (MD)" if name.endswith(ENDED) else "handoff"
+    if "prefill" in name:
+        return ("KV transfer" if "-" in pipeline else decode) if name.endswith(ENDED) else "prefill"
+    if "kv" in name or "transfer" in name:
+        return decode if name.endswith(ENDED) else "KV transfer"
+    if "rld" in name or "relay" in name:
+        return "relay decode (RLD)"
+    if "md" in name or "main" in name or "decode" in name or "first_token" in name:
+        return decode
+    return "other"
+
+
+def pick_request(runs: list[RunData]) -> dict | None:
+    """The most instructive request: relayed with a handoff if any, then the one with most stage stamps."""
+    def score(record: dict) -> tuple:
+        pdd = record.get("pdd") or {}
+        return (pdd.get("pipeline") == "P-RLD-MD", pdd.get("handoff") is not None, len(pdd.get("timeline") or {}),
+                record["output_tokens"])
+    candidates = [r for run in runs for r in run.ok_records()]
+    return max(candidates, key=score) if candidates else None
 
 
 def _group_stamps(stamps: list[tuple[float, str]]) -> list[tuple[float, list[str]]]:
@@ -53,26 +59,8 @@ def _group_stamps(stamps: list[tuple[float, str]]) -> list[tuple[float, list[str
     return groups
 
 
-def pick_request(runs: list[RunData]) -> dict | None:
-    """The most instructive request: relayed with a handoff if any, then the one with most stage stamps."""
-    def score(record: dict) -> tuple:
-        pdd = record.get("pdd") or {}
-        return (pdd.get("pipeline") == "P-RLD-MD", pdd.get("handoff") is not None, len(pdd.get("timeline") or {}),
-                record["output_tokens"])
-    candidates = [r for run in runs for r in run.ok_records()]
-    return max(candidates, key=score) if candidates else None
-
-
-def _interval_colour(opening: list[str], closing: list[str]) -> str:
-    """Colour of the stage running between two instants: one that starts at the first, else one that ends at the second."""
-    starts = [n for n in opening if n.lower().endswith(("_start", "_begin"))]
-    ends = [n for n in closing if n.lower().endswith(("_end", "_done", "_finish"))]
-    name = (starts or ends or opening)[-1].lower()
-    return next((colour for key, colour in STAGE_COLOURS if key in name), "tab:gray")
-
-
 def plot_request_timeline(runs: list[RunData], path: Path) -> Path:
-    figure = new_figure(9.0, 4.0)
+    figure = new_figure(11.0, 4.0)
     axes = figure.add_subplot()
     record = pick_request(runs)
     if record is None:
@@ -81,8 +69,12 @@ def plot_request_timeline(runs: list[RunData], path: Path) -> Path:
     pdd = record.get("pdd") or {}
     stamps = sorted(((t - record["send_unix"], name) for name, t in (pdd.get("timeline") or {}).items()))
     groups = _group_stamps(stamps)
-    for (start, opening), (end, closing) in zip(groups, groups[1:]):
-        axes.barh(1, end - start, left=start, color=_interval_colour(opening, closing), edgecolor="white")
+    pipeline, handed_off, phases = str(pdd.get("pipeline") or ""), False, set()
+    for (start, opening), (end, _) in zip(groups, groups[1:]):
+        phase = phase_after(opening[-1], pipeline, handed_off)
+        handed_off = handed_off or phase == "handoff"
+        phases.add(phase)
+        axes.barh(1, end - start, left=start, color=PHASE_COLOURS[phase], edgecolor="white")
     for row, (at, names) in enumerate(groups):
         axes.text(at, 1.45 + 0.3 * (row % 3), " = ".join(names), fontsize=7, va="bottom")
     tokens = record["ttft_s"] + np.concatenate([[0.0], np.cumsum(record["itl_s"])])
@@ -97,6 +89,8 @@ def plot_request_timeline(runs: list[RunData], path: Path) -> Path:
     axes.set_ylim(-0.8, 2.9)
     axes.set(xlabel="seconds since the request was sent",
              title=f"request {record['id']}: {pdd.get('pipeline', 'pipeline unknown')}")
-    axes.legend(loc="lower right", fontsize=8)
+    handles, _ = axes.get_legend_handles_labels()
+    handles += [Patch(color=colour, label=phase) for phase, colour in PHASE_COLOURS.items() if phase in phases]
+    axes.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     axes.grid(alpha=0.3, axis="x")
     return save(figure, path)

@@ -11,7 +11,9 @@ from loadgen.workloads.synthetic import SyntheticConfig, SyntheticWorkload
 WorkloadConfig = AgenticConfig | MooncakeConfig | SyntheticConfig
 
 
-def build_workload(config: WorkloadConfig, rng: random.Random) -> AgenticWorkload | MooncakeWorkload | SyntheticWorkload:
+def build_workload(
+    config: WorkloadConfig, rng: random.Random
+) -> AgenticWorkload | MooncakeWorkload | SyntheticWorkload:
     """The generator for a parsed spec; `rng` seeds everything it draws."""
     if isinstance(config, AgenticConfig):
         return AgenticWorkload(config, rng)

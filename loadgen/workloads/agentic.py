@@ -16,7 +16,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from loadgen.hitbins import HitDistribution, HitTargetSampler, HitWeights
+from loadgen.hitbins import DEFAULT_HIT_WEIGHTS, HitDistribution, HitTargetSampler, HitWeights
 from loadgen.lengths import Duration, LengthDist, TokenCount
 from loadgen.plan import RequestPlan
 from loadgen.tokens import DEFAULT_VOCAB, common_prefix_length, fresh_tokens
@@ -33,7 +33,7 @@ class AgenticConfig(BaseModel):
     tool: LengthDist = Field(LengthDist.model_validate("exp1K"), description="tool-result size when hits=natural")
     turns: LengthDist = Field(LengthDist.model_validate("20"), description="turns per session")
     sessions: int = Field(0, ge=0, description="sessions in total; 0 means no limit")
-    hits: HitWeights = Field(None, validate_default=True, description="weights of the 7 hit bins, or natural")
+    hits: HitWeights = Field(DEFAULT_HIT_WEIGHTS, description="weights of the 7 hit bins; None (natural): no target")
     cache_outputs: bool = Field(True, description="the server caches generated tokens (decode-side radix cache)")
     vocab: int = Field(DEFAULT_VOCAB, ge=2)
     rate: float | None = Field(None, gt=0, description="requests per second when the client gets no --rate")

@@ -17,6 +17,7 @@ COMMANDS = (
     "link",
     "mesh",
     "serve",
+    "demo",
     "trace",
     "bench",
     "report",

@@ -38,7 +38,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("bench", help="benchmark a router: open loop (--rate) or closed loop (--concurrency)")
+    parser = subparsers.add_parser(
+        "bench", help="benchmark a router: open loop (--rate) or closed loop (--concurrency)"
+    )
     add_run_arguments(parser)
     pacing = parser.add_mutually_exclusive_group()
     pacing.add_argument("--rate", type=float, help="open loop: requests per second")
@@ -50,7 +52,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def bench_settings(args: argparse.Namespace) -> dict:
     try:
         return {
-            "url": args.url, "workload": args.workload, "out_dir": args.out, "duration_s": parse_duration(args.duration),
+            "url": args.url, "workload": args.workload, "out_dir": args.out,
+            "duration_s": parse_duration(args.duration),
             "max_requests": args.max_requests, "model": args.model, "seed": args.seed,
             "request_timeout_s": parse_duration(args.timeout), "cost_per_hour": args.cost_per_hour,
             "progress": not args.no_progress, "sla": sla_settings(args),
@@ -89,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as error:  # e.g. a trace file that is missing or malformed
         fail(str(error))
     print_summary(summary, config.out_dir)
-    return 130 if summary.cancelled else 0
+    return 130 if summary.interrupted else 0
 
 
 def print_summary(summary, out_dir: Path) -> None:

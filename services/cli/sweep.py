@@ -30,7 +30,8 @@ def run(args: argparse.Namespace) -> int:
     except (SpecError, ValueError) as error:
         fail(str(error))
     bench = validated(BenchConfig, {**bench_settings(args), "rate": rates[0]})
-    config = validated(SweepConfig, {"bench": bench, "rates": rates, "out_dir": args.out, "keep_going": args.keep_going})
+    settings = {"bench": bench, "rates": rates, "out_dir": args.out, "keep_going": args.keep_going}
+    config = validated(SweepConfig, settings)
     try:
         result = asyncio.run(run_sweep(config))
     except (BenchError, ValueError) as error:

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import time
 from dataclasses import dataclass
 
 from services.kv.frames import DEFAULT_FRAME_PAYLOAD_BYTES, split_payload
 
 log = logging.getLogger(__name__)
+SEND_BUFFER_BYTES = 64 * 1024
 
 
 class TransferCancelled(RuntimeError):
@@ -43,7 +45,11 @@ class KvSender:
         self.failures = 0
 
     async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-        return await asyncio.wait_for(asyncio.open_connection(self.host, self.port), self.connect_timeout_s)
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(self.host, self.port), self.connect_timeout_s)
+        # A small send buffer keeps bytes in our hands, not the kernel's, so a cancelled transfer
+        # stops flowing at once and drain() reflects the link's backpressure (docs/mesh.md §Frames).
+        writer.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER_BYTES)
+        return reader, writer
 
     async def send(self, request_id: str, real_bytes: int, cancel: asyncio.Event | None = None,
                    frame_bytes: int = DEFAULT_FRAME_PAYLOAD_BYTES) -> SendResult:

@@ -86,7 +86,8 @@ class KvShipper:
             # The receiver's transfer deadline turns this into an explicit error for the request.
             log.warning("%s", exc)
         finally:
-            self._cancels.pop(transfer_id, None)
+            if self._cancels.get(transfer_id) is cancel:  # the same id may have a second, uncancellable path
+                del self._cancels[transfer_id]
 
     def cancel(self, transfer_id: str) -> bool:
         """Stop sending a transfer's remaining frames; False when it is not in flight."""

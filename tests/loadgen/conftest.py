@@ -1,7 +1,8 @@
 """A test double of the router: an OpenAI-style SSE completions server with deterministic tokens.
 
 It is not the emulator. Token i of an answer is a pure function of the prompt
-and i; the time to first token grows with the prompt's uncached tokens, so tests
+and i, written as the emulator's pseudo-words (with token_ids unless a test
+turns them off); the time to first token grows with the prompt's uncached tokens, so tests
 can predict the order of TTFTs; it keeps an unbounded prefix cache of prompts
 and answers, as the real decode side does, and reports its hits in `pdd`; a
 test can make chosen requests fail in each way the contract allows.
@@ -21,9 +22,11 @@ import pytest
 from aiohttp import web
 
 from loadgen.tokens import common_prefix_length
+from services.engine.tokens import WordTokenizer
 
 VOCAB = 32000
 MODEL = "fake-model"
+WORDS = WordTokenizer(VOCAB)  # the emulator's own token spelling, as the real router streams it
 
 
 def answer_ids(prompt: list[int], count: int) -> list[int]:
@@ -109,7 +112,8 @@ class FakeRouter:
         for i, token in enumerate(streamed):
             if i == 2 and failure in ("sse", "truncate"):
                 if failure == "sse":
-                    await _send(response, {"error": {"message": "decode instance died", "type": "server_error", "code": 500}})
+                    error = {"message": "decode instance died", "type": "server_error", "code": 500}
+                    await _send(response, {"error": error})
                 return response
             if i == 4 and relayed:  # the fake relay hands off after four tokens
                 timeline["kv_transfer_end"] = timeline["handoff_start"] = time.time()
@@ -131,7 +135,7 @@ class FakeRouter:
         return response
 
     def _chunk(self, served: Served, token: int | None, finish: str | None) -> dict:
-        choice: dict = {"index": 0, "text": "" if token is None else f"t{token} ", "finish_reason": finish}
+        choice: dict = {"index": 0, "text": "" if token is None else WORDS.token_text(token), "finish_reason": finish}
         if self.send_token_ids:
             choice["token_ids"] = [] if token is None else [token]
         return {"id": served.request_id, "object": "text_completion", "choices": [choice]}
@@ -154,7 +158,8 @@ async def _send(response: web.StreamResponse, payload: dict) -> None:
 
 
 def _error(status: int, message: str) -> web.Response:
-    return web.json_response({"error": {"message": message, "type": "invalid_request_error", "code": status}}, status=status)
+    body = {"error": {"message": message, "type": "invalid_request_error", "code": status}}
+    return web.json_response(body, status=status)
 
 
 @pytest.fixture

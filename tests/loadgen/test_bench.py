@@ -46,6 +46,7 @@ async def test_open_loop_agentic_run_writes_records_and_summary(fake_router, tmp
         assert r["pdd"]["prefill_hit_tokens"] == served[r["id"]].hit_tokens
     assert summary.hit_rate_mean > 0.3  # later turns really reuse earlier ones
     assert summary.model_dump()["sla"] == {"ttft_s": 5.0, "tpot_s": 0.1}
+    assert summary.interrupted is False
 
 
 async def test_session_turns_wait_for_the_previous_answer(fake_router, tmp_path):
@@ -108,6 +109,7 @@ async def test_failures_are_recorded_and_the_run_goes_on(fake_router, tmp_path):
     assert records["q2"]["output_tokens"] == 2
     assert records["q3"]["status"] == "error" and "before the final chunk" in records["q3"]["error"]
     assert records["q4"]["status"] == "timeout" and records["q4"]["ttft_s"] is None
+    assert_close(records["q4"]["elapsed_s"], 0.5, rel=0.5, what="time until the deadline gave up")
     assert all(records[f"q{i}"]["status"] == "ok" for i in (0, 5, 6, 7))
     assert (summary.completed, summary.failed) == (4, 4)
     assert summary.errors == {"http_503": 1, "server_error": 1, "truncated": 1, "timeout": 1}
@@ -123,6 +125,20 @@ async def test_token_counting_does_not_depend_on_chunk_layout(fake_router, tmp_p
     assert summary.completed == 3
     assert [r["output_tokens"] for r in records] == [9, 9, 9]
     assert all(r["usage"]["completion_tokens"] == 9 for r in records)
+
+
+async def test_sessions_reuse_outputs_decoded_from_text_alone(fake_router, tmp_path):
+    fake_router.send_token_ids = False  # like the real router: words only
+    await run_bench(config(fake_router, tmp_path, "agentic:context=4K,output=8..16,think=0,turns=4,hits=0/0/0/0/0/0/1",
+                           concurrency=2, max_requests=12, duration_s=30))
+    records = lines(tmp_path / "run" / "requests.jsonl")
+    served = {s.request_id: s for s in fake_router.served}
+    later = [r for r in records if r["turn"] > 0]
+    assert later
+    for r in later:
+        # the previous answer, read back from its words, is in the cache exactly: >= 99.5% hits on the server
+        assert served[r["id"]].hit_tokens == round(r["hit_rate"] * r["prompt_tokens"])
+        assert r["hit_rate"] >= 0.995
 
 
 async def test_max_requests_and_explicit_model(fake_router, tmp_path):
@@ -185,7 +201,7 @@ async def test_cancelling_the_run_keeps_partial_results(fake_router, tmp_path):
         await asyncio.wait_for(run, timeout=20)
     saved = json.loads((cfg.out_dir / "summary.json").read_text())
     records = lines(cfg.out_dir / "requests.jsonl")
-    assert saved["sent"] == len(records) >= 2
+    assert saved["sent"] == len(records) >= 2 and saved["interrupted"] is True
     assert_at_least(saved["cancelled"], 1, what="cancelled requests")
     assert saved["completed"] >= 1
 
@@ -200,3 +216,12 @@ async def test_a_rate_or_concurrency_is_needed_without_trace_timing(fake_router,
 def test_answers_of_the_test_double_are_deterministic():
     assert answer_ids([1, 2, 3], 5) == answer_ids([1, 2, 3], 5)
     assert answer_ids([1, 2, 3], 5) != answer_ids([1, 2, 4], 5)
+
+
+async def test_a_workload_config_object_works_like_its_spec(fake_router, tmp_path):
+    from loadgen.workloads import SyntheticConfig
+
+    workload = SyntheticConfig(input="20", output="3", requests=4)
+    summary = await run_bench(config(fake_router, tmp_path, workload, concurrency=2, duration_s=30))
+    assert summary.sent == 4 and summary.completed == 4
+    assert summary.workload == "poisson:input=20,output=3,requests=4"

@@ -19,7 +19,8 @@ async def start_cli(*args: str) -> asyncio.subprocess.Process:
 async def test_sigint_stops_cleanly_and_keeps_partial_results(fake_router, tmp_path):
     fake_router.fail = lambda served: "stall" if served.request_id.endswith("-t1") else None
     out = tmp_path / "run"
-    process = await start_cli("bench", "--url", fake_router.url, "--workload", "agentic:context=2K,output=4,think=0,turns=3",
+    process = await start_cli("bench", "--url", fake_router.url, "--workload",
+                              "agentic:context=2K,output=4,think=0,turns=3",
                               "--rate", "20", "--duration", "120s", "--out", str(out))
     try:
         async with asyncio.timeout(60):
@@ -35,7 +36,7 @@ async def test_sigint_stops_cleanly_and_keeps_partial_results(fake_router, tmp_p
     summary = json.loads((out / "summary.json").read_text())
     records = [json.loads(line) for line in (out / "requests.jsonl").read_text().splitlines()]
     assert summary["sent"] == len(records) >= 2
-    assert summary["cancelled"] >= 1 and summary["completed"] >= 1
+    assert summary["cancelled"] >= 1 and summary["completed"] >= 1 and summary["interrupted"] is True
     assert any(r["status"] == "cancelled" and r["id"].endswith("-t1") for r in records)
     assert "cancelled" in stdout.decode()
     assert "bench" in stderr.decode()  # the progress bar ran

@@ -19,8 +19,14 @@ LOCUST = Path(sys.executable).with_name("locust")
 
 @pytest.mark.slow
 async def test_headless_run_writes_ttft_tpot_itl_and_e2e_rows(fake_router, tmp_path):
-    fake_router.fail = lambda served: "http" if served.request_id.endswith("-t2") else None
-    env = os.environ | {"PDD_WORKLOAD": "agentic:context=2K,output=8..16,think=0,turns=4", "PDD_SEED": "1"}
+    def fail(served):  # one session stalls past the deadline; every third turn gets HTTP 503
+        if served.request_id == "s1-t1":
+            return "stall"
+        return "http" if served.request_id.endswith("-t2") else None
+
+    fake_router.fail = fail
+    env = os.environ | {"PDD_WORKLOAD": "agentic:context=2K,output=8..16,think=0,turns=5", "PDD_SEED": "1",
+                        "PDD_TIMEOUT_S": "0.5"}
     env.pop("PDD_LOAD_SHAPE", None)
     process = await asyncio.create_subprocess_exec(
         str(LOCUST), "-f", "loadgen/locustfile.py", "--headless", "-u", "4", "-r", "4", "-t", "3s",
@@ -39,8 +45,11 @@ async def test_headless_run_writes_ttft_tpot_itl_and_e2e_rows(fake_router, tmp_p
     for kind in ("TTFT", "TPOT", "ITL", "E2E"):
         assert int(rows[(kind, "/v1/completions")]["Request Count"]) > 0, kind
     e2e = rows[("E2E", "/v1/completions")]
-    assert int(e2e["Failure Count"]) > 0  # the third turns failed with HTTP 503
+    assert int(e2e["Failure Count"]) > 0
     assert int(rows[("POST", "/v1/completions")]["Failure Count"]) == int(e2e["Failure Count"])
+    failures_csv = (tmp_path / "run_failures.csv").read_text()
+    assert "HTTP 503: no capacity" in failures_csv
+    assert "no complete answer within 0.5s" in failures_csv
     ok = int(e2e["Request Count"]) - int(e2e["Failure Count"])
     assert int(rows[("TPOT", "/v1/completions")]["Request Count"]) == ok
     assert int(rows[("ITL", "/v1/completions")]["Request Count"]) >= 7 * ok  # every gap of 8..16 tokens

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 from matplotlib import image
 
 from loadgen.bench import BenchConfig, run_bench
@@ -90,3 +91,20 @@ def test_single_run_without_server_stats_still_reports(tmp_path):
     report = build_report([run], tmp_path / "out")
     assert "goodput_vs_rate.png" not in {p.name for p in report.images.values()}  # one rate only
     assert (tmp_path / "out" / "wan_throughput.png").is_file()
+
+
+@pytest.mark.parametrize(("stamp", "pipeline", "handed_off", "phase"), [
+    ("prefill_sent", "P-MD", False, "prefill"),
+    ("prefill_done", "P-MD", False, "KV transfer"),
+    ("prefill_done", "colocated", False, "main decode (MD)"),
+    ("kv_arrived", "P-MD", False, "main decode (MD)"),
+    ("first_token", "P-RLD-MD", False, "relay decode (RLD)"),
+    ("handoff_start", "P-RLD-MD", False, "handoff"),
+    ("handoff_end", "P-RLD-MD", True, "main decode (MD)"),
+    ("md_decode_start", "P-RLD-MD", True, "main decode (MD)"),
+    ("finished", "P-MD", False, "other"),
+])
+def test_stamps_open_the_phase_that_follows_them(stamp, pipeline, handed_off, phase):
+    from loadgen.report.timeline import phase_after
+
+    assert phase_after(stamp, pipeline, handed_off) == phase

@@ -79,3 +79,15 @@ def test_length_distributions_draw_inside_their_range():
     assert 80 < sum(draws) / len(draws) < 120
     assert LengthDist.model_validate(7).draw(rng) == 7
     assert parse_tokens("64K") == 65536 and parse_tokens(100) == 100
+
+
+@pytest.mark.parametrize("spec", [
+    "agentic", "agentic:context=16K,output=50..400,think=250ms,hits=natural",
+    "agentic:hits=1/1/1/1/1/1/1,cache_outputs=false,initial=exp2K,sessions=3",
+    f"mooncake:{SAMPLE}:speed=4,limit=9", "gamma:cv=2,input=exp300", "poisson:rate=2.5,shared_prefix=1K",
+])
+def test_spec_string_parses_back_to_the_same_config(spec):
+    from loadgen.spec import spec_string
+
+    config = parse_spec(spec)
+    assert parse_spec(spec_string(config)) == config

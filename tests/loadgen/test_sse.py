@@ -3,7 +3,8 @@ import json
 import pytest
 
 from loadgen.sse import SseLineDecoder, StreamError, StreamTally
-from loadgen.tokens import text_token_id
+from loadgen.tokens import text_token_ids
+from services.engine.tokens import WordTokenizer
 
 
 def chunk(text: str, ids=None, finish=None, **extra) -> str:
@@ -15,7 +16,8 @@ def chunk(text: str, ids=None, finish=None, **extra) -> str:
 
 def test_decoder_joins_data_lines_and_skips_comments():
     decoder = SseLineDecoder()
-    events = [decoder.feed(line) for line in [": keep-alive", "data: {\"a\":", "data: 1}", "", "", "data:[DONE]\r\n", ""]]
+    lines = [": keep-alive", 'data: {"a":', "data: 1}", "", "", "data:[DONE]\r\n", ""]
+    events = [decoder.feed(line) for line in lines]
     assert [e for e in events if e is not None] == ['{"a":\n1}', "[DONE]"]
 
 
@@ -36,12 +38,20 @@ def test_tally_times_tokens_and_reads_the_final_stats():
     assert tally.finish_reason == "length"
 
 
-def test_text_without_ids_maps_to_stable_ids():
+def test_text_without_ids_decodes_the_emulator_words_exactly():
+    words = WordTokenizer(200_000)
     tally = StreamTally(sent_at=0.0, vocab=1000)
-    tally.feed_event(chunk("hello "), 1.0)
-    tally.feed_event(chunk("world ", finish="length"), 2.0)
-    assert tally.output_ids == [text_token_id("hello ", 1000), text_token_id("world ", 1000)]
+    tally.feed_event(chunk(words.token_text(123_456)), 1.0)  # above the workload's vocabulary: still exact
+    tally.feed_event(chunk(words.token_text(7), finish="length"), 2.0)
+    assert tally.output_ids == [123_456, 7]
     assert tally.tpot_s == pytest.approx(1.0)
+
+
+def test_other_text_maps_to_stable_ids_inside_the_vocabulary():
+    ids = text_token_ids("Hello world!", 1000)
+    assert len(ids) == 2 and all(0 <= i < 1000 for i in ids)
+    assert ids == text_token_ids("Hello world!", 1000) and ids[0] != ids[1]
+    assert text_token_ids("  ", 1000) == []
 
 
 def test_single_token_has_no_tpot():

@@ -4,7 +4,8 @@ from loadgen.stats import describe, percentile
 from loadgen.summary import SlaConfig, meets_sla, summarize
 
 
-def record(i: int, status="ok", ttft=0.5, tpot=0.05, tokens=11, send=None, hit=0.97, pdd=None, error=None) -> dict:
+def record(i: int, status="ok", ttft=0.5, tpot=0.05, tokens=11, send=None, hit=0.97, pdd=None, error=None,
+           elapsed=None) -> dict:
     e2e = None if status != "ok" else ttft + tpot * (tokens - 1)
     return {
         "id": f"r{i}", "session": None, "turn": 0, "send_s": float(i) if send is None else send, "send_unix": 0.0,
@@ -12,7 +13,7 @@ def record(i: int, status="ok", ttft=0.5, tpot=0.05, tokens=11, send=None, hit=0
         "error": error, "http_status": 200, "output_tokens": tokens if status == "ok" else 0,
         "ttft_s": ttft if status != "timeout" else None, "tpot_s": tpot if status == "ok" else None, "e2e_s": e2e,
         "itl_s": [tpot] * (tokens - 1) if status == "ok" else [], "finish_reason": "length", "usage": None,
-        "pdd": pdd,
+        "pdd": pdd, "elapsed_s": elapsed if elapsed is not None else (e2e or 0.0),
     }
 
 
@@ -44,7 +45,7 @@ def test_summary_counts_goodput_shares_and_bcr():
         record(1, pdd=pdd | {"pipeline": "P-MD", "rld_tokens": 0, "md_tokens": 10}),
         record(2, ttft=3.0, pdd=pdd | {"pipeline": "P-MD", "rld_tokens": 0, "md_tokens": 10}),  # misses the TTFT limit
         record(3, status="error", error="http_503: HTTP 503: no capacity"),
-        record(4, status="timeout", error="no complete answer within 1s"),
+        record(4, status="timeout", error="no complete answer within 3s", elapsed=3.0),
         record(5, status="cancelled", error="run interrupted"),
     ]
     summary = summarize(records, sla=SlaConfig(ttft_s=2.0, tpot_s=0.1), workload="agentic", offered_rate=2.0,
@@ -52,9 +53,9 @@ def test_summary_counts_goodput_shares_and_bcr():
     assert (summary.sent, summary.completed, summary.failed, summary.cancelled) == (6, 3, 2, 1)
     assert summary.within_sla == 2
     assert summary.sla_attainment == pytest.approx(2 / 5)
-    # window: first send 0 s to the last end, request 5's send at 5 s + its TTFT 0.5 s
-    assert summary.window_s == pytest.approx(5.5)
-    assert summary.goodput_rps == pytest.approx(2 / 5.5)
+    # window: run start to the last end, the timeout's deadline: sent at 4 s, given up at 7 s
+    assert summary.window_s == pytest.approx(7.0)
+    assert summary.goodput_rps == pytest.approx(2 / 7.0)
     assert summary.bcr == pytest.approx(summary.goodput_rps / 4.0)
     assert summary.rld_token_share == pytest.approx(2 / 30)
     assert summary.wan_bytes == 3000

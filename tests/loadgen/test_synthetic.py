@@ -35,7 +35,8 @@ def test_bad_arrival_settings_are_refused():
 
 
 def test_synthetic_lengths_prefix_and_limit():
-    source = SyntheticWorkload(parse_spec("poisson:input=100..200,output=7,shared_prefix=50,requests=30"), random.Random(2))
+    spec = parse_spec("poisson:input=100..200,output=7,shared_prefix=50,requests=30")
+    source = SyntheticWorkload(spec, random.Random(2))
     plans = []
     while (session := source.new_session()) is not None:
         plans.append(session.first_request())

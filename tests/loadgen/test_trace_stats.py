@@ -18,8 +18,9 @@ def brute_force_reuse(rows: list[dict], block_size: int) -> tuple[float, float]:
     for i, row in enumerate(rows):
         best = 0
         for earlier in rows[:i]:
+            a, b = row["hash_ids"], earlier["hash_ids"]
             n = 0
-            while n < min(len(row["hash_ids"]), len(earlier["hash_ids"])) and row["hash_ids"][n] == earlier["hash_ids"][n]:
+            while n < min(len(a), len(b)) and a[n] == b[n]:
                 n += 1
             best = max(best, n)
         reused_blocks += best

@@ -7,9 +7,8 @@ import pytest
 from services.engine.sequence import FinishedEvent, Sequence, TokenEvent
 from services.engine.tokens import output_token, prompt_fingerprint
 from services.relay_decode.relay import RelayLedger
-from tests.services.engine.conftest import VOCAB, RecordingClock, prompt
+from tests.services.engine.conftest import VOCAB, RecordingClock, make_engine, prompt  # noqa: F401 (fixture)
 
-pytest_plugins = ["tests.services.engine.conftest"]
 
 
 async def _relay(make_engine, ledger: RelayLedger, rid: str, max_tokens: int, cap: int):

@@ -1,0 +1,137 @@
+"""One proxied TCP connection: two endpoints and the two flows between them.
+
+The client endpoint feeds the `up` flow and is written by the `down` flow; the
+upstream endpoint the reverse. Endpoints are asyncio BufferedProtocols reading
+into large buffers: a full buffer is handed to the flow without a copy and a
+fresh one taken, a small read is copied out so its buffer can be reused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+from typing import TYPE_CHECKING, cast
+
+from netem.flow import Flow
+
+if TYPE_CHECKING:
+    from netem.link import UserspaceLink
+
+READ_BYTES = 1 << 20
+_LINGER_RESET = struct.pack("ii", 1, 0)  # SO_LINGER on, timeout 0: close() sends RST
+
+
+class Endpoint(asyncio.BufferedProtocol):
+    def __init__(self, conn: Connection, inbound: Flow, outbound: Flow) -> None:
+        self.conn = conn
+        self.inbound = inbound  # bytes read here enter this flow
+        self.outbound = outbound  # this flow writes to our transport
+        self.transport: asyncio.Transport | None = None
+        self._buffer = bytearray(0)
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)
+        self.inbound.source = self.transport
+        self.outbound.sink = self.transport
+        self.conn.endpoint_ready(self)
+
+    def get_buffer(self, sizehint: int) -> bytearray:
+        if len(self._buffer) < READ_BYTES:
+            self._buffer = bytearray(READ_BYTES)
+        return self._buffer
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if nbytes * 2 >= len(self._buffer):
+            data: bytes | memoryview = memoryview(self._buffer)[:nbytes]
+            self._buffer = bytearray(0)  # handed over; the next read gets a new one
+        else:
+            data = bytes(memoryview(self._buffer)[:nbytes])
+        self.inbound.feed(data)
+
+    def eof_received(self) -> bool:
+        self.inbound.feed_eof()
+        return True  # keep our sending half open until the other way is done
+
+    def pause_writing(self) -> None:
+        self.outbound.set_sink_paused(True)
+
+    def resume_writing(self) -> None:
+        self.outbound.set_sink_paused(False)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.conn.endpoint_lost(self, exc)
+
+    def abort(self, reset: bool) -> None:
+        if self.transport is None or self.transport.is_closing():
+            return
+        if reset:
+            sock = self.transport.get_extra_info("socket")
+            if sock is not None:
+                try:
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RESET)
+                except OSError:
+                    pass  # already gone; abort() below still closes it
+            self.transport.abort()
+        else:
+            self.transport.close()
+
+
+class Connection:
+    def __init__(self, link: UserspaceLink) -> None:
+        self.link = link
+        loop = asyncio.get_running_loop()
+        self.up = Flow(link.direction("up"), loop, link.connection_rng("up"))
+        self.down = Flow(link.direction("down"), loop, link.connection_rng("down"))
+        self.up.on_eof_delivered = self.down.on_eof_delivered = self._maybe_finish
+        self.client = Endpoint(self, inbound=self.up, outbound=self.down)
+        self.upstream = Endpoint(self, inbound=self.down, outbound=self.up)
+        self.closed = False
+        link.register(self)
+
+    def endpoint_ready(self, endpoint: Endpoint) -> None:
+        if endpoint is self.client:
+            # Hold the client's bytes until the upstream leg exists.
+            endpoint.transport.pause_reading()  # type: ignore[union-attr]
+            self.up.reading_paused = True
+            if self.link.rejecting():
+                self.reset()
+                return
+            self.link.spawn(self._connect_upstream())
+        else:
+            self.up.update_reading()
+            self.down.update_reading()
+            self.up.release()
+
+    async def _connect_upstream(self) -> None:
+        host, port = self.link.upstream
+        try:
+            await asyncio.get_running_loop().create_connection(lambda: self.upstream, host, port)
+        except OSError:
+            # Upstream refused or unreachable: the client sees its connection reset.
+            self.reset()
+
+    def endpoint_lost(self, endpoint: Endpoint, exc: Exception | None) -> None:
+        if self.closed:
+            return
+        # An endpoint we did not close went away: pass the failure on as a reset.
+        self.reset()
+
+    def _maybe_finish(self) -> None:
+        if self.up.eof_delivered and self.down.eof_delivered:
+            self.close(reset=False)
+
+    def reset(self) -> None:
+        self.up.direction.counters["resets"] += 1
+        self.down.direction.counters["resets"] += 1
+        self.close(reset=True)
+
+    def close(self, reset: bool) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.up.close()
+        self.down.close()
+        self.client.abort(reset)
+        self.upstream.abort(reset)
+        self.link.forget(self)

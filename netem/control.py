@@ -1,0 +1,190 @@
+"""The control API of one link (aiohttp): read and change everything while bytes flow.
+
+    GET  /health                 liveness and addresses
+    GET  /config                 {"up": {...}, "down": {...}} in seconds, bit/s, bytes
+    PATCH /config                {"up"|"down"|"both": {field: value}}  -> 400 on a bad field
+    GET  /stats                  per-direction counters
+    GET  /metrics                Prometheus text (the link's own registry)
+    POST /schedule               schedule YAML text, or {"path": "file.yaml"}
+    GET  /schedule, DELETE /schedule
+    POST /partition              {"mode": "blackhole"|"reject", "direction": ..., "duration": "5s"}
+    DELETE /partition            heal (?direction=up|down|both)
+    POST /reset                  reset every open connection
+
+Bound to loopback it may run without a token; anywhere else it refuses to
+start without one. With a token every call needs `Authorization: Bearer <token>`.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import json
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+import yaml
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry
+from pydantic import ValidationError
+
+from netem.config import ConfigError
+from netem.link import UserspaceLink
+from netem.metrics import link_registry, render
+from netem.schedule import PartitionStep, load_schedule, parse_schedule
+
+LINK = web.AppKey("link", UserspaceLink)
+METRICS = web.AppKey("metrics", CollectorRegistry)
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a host name could resolve anywhere
+
+
+def _error(status: type[web.HTTPException], message: str, **headers: str) -> web.HTTPException:
+    return status(text=json.dumps({"error": message}), content_type="application/json", headers=headers or None)
+
+
+def _auth_middleware(token: str) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
+    expected = f"Bearer {token}".encode()
+
+    @web.middleware
+    async def check(request: web.Request, handler: Handler) -> web.StreamResponse:
+        given = request.headers.get("Authorization", "").encode()
+        if not hmac.compare_digest(given, expected):
+            raise _error(web.HTTPUnauthorized, "missing or wrong bearer token", **{"WWW-Authenticate": "Bearer"})
+        return await handler(request)
+
+    return check
+
+
+async def _json_body(request: web.Request) -> Any:
+    try:
+        return await request.json()
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise _error(web.HTTPBadRequest, "the body is not valid JSON") from None
+
+
+def _address(addr: tuple[str, int] | None) -> str | None:
+    return None if addr is None else f"{addr[0]}:{addr[1]}"
+
+
+async def health(request: web.Request) -> web.Response:
+    link = request.app[LINK]
+    return web.json_response({"status": "ok", "listen": _address(link.listen_address), "upstream": _address(link.upstream)})
+
+
+async def get_config(request: web.Request) -> web.Response:
+    return web.json_response(request.app[LINK].config.model_dump())
+
+
+async def patch_config(request: web.Request) -> web.Response:
+    body = await _json_body(request)
+    try:
+        config = request.app[LINK].reconfigure(body)
+    except ConfigError as err:
+        raise _error(web.HTTPBadRequest, str(err)) from None
+    return web.json_response(config.model_dump())
+
+
+async def get_stats(request: web.Request) -> web.Response:
+    return web.json_response(request.app[LINK].stats())
+
+
+async def metrics(request: web.Request) -> web.Response:
+    body = render(request.app[METRICS])
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+async def post_schedule(request: web.Request) -> web.Response:
+    text = await request.text()
+    try:
+        data = yaml.safe_load(text)
+        if isinstance(data, dict) and set(data) == {"path"}:
+            schedule = load_schedule(Path(str(data["path"])))
+        else:
+            schedule = parse_schedule(text)
+    except (ConfigError, yaml.YAMLError) as err:
+        raise _error(web.HTTPBadRequest, str(err)) from None
+    runner = await request.app[LINK].run_schedule(schedule)
+    return web.json_response(runner.status())
+
+
+async def get_schedule(request: web.Request) -> web.Response:
+    runner = request.app[LINK].schedule
+    return web.json_response(runner.status() if runner else {"running": False})
+
+
+async def delete_schedule(request: web.Request) -> web.Response:
+    return web.json_response({"stopped": await request.app[LINK].stop_schedule()})
+
+
+async def post_partition(request: web.Request) -> web.Response:
+    body = await _json_body(request)
+    try:
+        step = PartitionStep.model_validate(body)
+        request.app[LINK].partition(step.mode, step.direction, step.duration)
+    except (ValidationError, ConfigError) as err:
+        raise _error(web.HTTPBadRequest, str(err)) from None
+    return web.json_response(request.app[LINK].stats())
+
+
+async def delete_partition(request: web.Request) -> web.Response:
+    try:
+        request.app[LINK].heal(request.query.get("direction", "both"))  # type: ignore[arg-type]
+    except ConfigError as err:
+        raise _error(web.HTTPBadRequest, str(err)) from None
+    return web.json_response(request.app[LINK].stats())
+
+
+async def post_reset(request: web.Request) -> web.Response:
+    return web.json_response({"reset": request.app[LINK].reset_connections()})
+
+
+def build_app(link: UserspaceLink, token: str | None = None, name: str = "link") -> web.Application:
+    app = web.Application(middlewares=[_auth_middleware(token)] if token else [])
+    app[LINK] = link
+    app[METRICS] = link_registry(link, name)
+    app.router.add_get("/health", health)
+    app.router.add_get("/config", get_config)
+    app.router.add_patch("/config", patch_config)
+    app.router.add_get("/stats", get_stats)
+    app.router.add_get("/metrics", metrics)
+    app.router.add_post("/schedule", post_schedule)
+    app.router.add_get("/schedule", get_schedule)
+    app.router.add_delete("/schedule", delete_schedule)
+    app.router.add_post("/partition", post_partition)
+    app.router.add_delete("/partition", delete_partition)
+    app.router.add_post("/reset", post_reset)
+    return app
+
+
+class ControlServer:
+    """Serve build_app(link) on host:port; port 0 picks a free one (see .address)."""
+
+    def __init__(self, link: UserspaceLink, host: str = "127.0.0.1", port: int = 0, token: str | None = None) -> None:
+        if not token and not is_loopback(host):
+            raise ConfigError(f"the control API on {host} (not loopback) needs a bearer token (--control-token)")
+        self._app = build_app(link, token)
+        self._host, self._port = host, port
+        self._runner: web.AppRunner | None = None
+        self.address: tuple[str, int] | None = None
+
+    async def start(self) -> tuple[str, int]:
+        self._runner = web.AppRunner(self._app, access_log=None)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, self._host, self._port).start()
+        bound = self._runner.addresses[0]
+        self.address = (bound[0], bound[1])
+        return self.address
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None

@@ -1,0 +1,170 @@
+"""The userspace link: listen on one address, forward to an upstream, shape both ways.
+
+    async with UserspaceLink(("127.0.0.1", 0), ("127.0.0.1", 9000), LinkConfig.symmetric(delay="20ms")) as link:
+        host, port = link.listen_address
+        link.reconfigure({"up": {"rate": "1gbit"}})
+
+Everything runs on the event loop that started the link; no threads, no locks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import Any, Coroutine, Literal, Mapping
+
+from netem.config import DIRECTIONS, ConfigError, Direction, LinkConfig
+from netem.connection import Connection
+from netem.direction import DirectionState
+from netem.schedule import Schedule
+from netem.scheduler import ScheduleRunner
+from netem.stages.partition import PartitionMode
+
+Address = tuple[str, int]
+Sides = Literal["up", "down", "both"]
+
+
+def _sides(direction: Sides) -> tuple[Direction, ...]:
+    if direction == "both":
+        return DIRECTIONS
+    if direction in DIRECTIONS:
+        return (direction,)
+    raise ConfigError(f"unknown direction {direction!r}; use up, down or both")
+
+
+class UserspaceLink:
+    def __init__(
+        self,
+        listen: Address,
+        upstream: Address,
+        config: LinkConfig | None = None,
+        seed: int | random.Random | None = None,
+    ) -> None:
+        self.listen = listen
+        self.upstream = upstream
+        self._config = config or LinkConfig()
+        self._rng = seed if isinstance(seed, random.Random) else random.Random(seed)
+        self._directions: dict[Direction, DirectionState] = {
+            side: DirectionState(side, getattr(self._config, side), self._config.rtt(side), random.Random(self._rng.getrandbits(64)))
+            for side in DIRECTIONS
+        }
+        self._server: asyncio.base_events.Server | None = None
+        self._connections: set[Connection] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.listen_address: Address | None = None
+        self.schedule: ScheduleRunner | None = None
+
+    # -- lifecycle -------------------------------------------------------
+    async def start(self) -> UserspaceLink:
+        self._loop = asyncio.get_running_loop()
+        host, port = self.listen
+        self._server = await self._loop.create_server(lambda: Connection(self).client, host, port, reuse_address=True)
+        bound = self._server.sockets[0].getsockname()
+        self.listen_address = (bound[0], bound[1])
+        return self
+
+    async def stop(self) -> None:
+        await self.stop_schedule()
+        if self._server is not None:
+            self._server.close()
+        for conn in list(self._connections):
+            conn.close(reset=True)
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if self._server is not None:
+            await self._server.wait_closed()
+            self._server = None
+
+    async def __aenter__(self) -> UserspaceLink:
+        return await self.start()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+    # -- used by connections ---------------------------------------------
+    def direction(self, side: Direction) -> DirectionState:
+        return self._directions[side]
+
+    def connection_rng(self, side: Direction) -> random.Random:
+        return random.Random(self._directions[side].rng.getrandbits(64))
+
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def register(self, conn: Connection) -> None:
+        self._connections.add(conn)
+
+    def forget(self, conn: Connection) -> None:
+        self._connections.discard(conn)
+
+    def rejecting(self) -> bool:
+        now = self._now()
+        return any(d.partition.active(now) == "reject" for d in self._directions.values())
+
+    def _now(self) -> float:
+        return (self._loop or asyncio.get_event_loop()).time()
+
+    # -- control ---------------------------------------------------------
+    @property
+    def config(self) -> LinkConfig:
+        return self._config
+
+    def reconfigure(self, change: LinkConfig | Mapping[str, Any]) -> LinkConfig:
+        """Apply a LinkConfig or a patch {"up"|"down"|"both": {field: value}}; raises ConfigError.
+
+        Chunks already stamped keep their deadlines, so no byte in flight is
+        dropped or reordered; new bytes see the new parameters.
+        """
+        new = change if isinstance(change, LinkConfig) else self._config.patched(change)
+        self._config = new
+        for side in DIRECTIONS:
+            self._directions[side].configure(getattr(new, side), new.rtt(side))
+        return new
+
+    def partition(self, mode: PartitionMode, direction: Sides = "both", duration: float | None = None) -> None:
+        """Blackhole (hold bytes) or reject (reset connections) for `duration` seconds, or until healed."""
+        if mode not in ("blackhole", "reject"):
+            raise ConfigError(f"unknown partition mode {mode!r}; use blackhole or reject")
+        if duration is not None and duration < 0:
+            raise ConfigError("a partition duration cannot be negative")
+        now = self._now()
+        for side in _sides(direction):
+            self._directions[side].start_partition(mode, now, duration)
+        if mode == "reject":
+            self.reset_connections()
+
+    def heal(self, direction: Sides = "both") -> None:
+        for side in _sides(direction):
+            self._directions[side].heal()
+
+    def reset_connections(self) -> int:
+        """Reset every open connection (RST to both ends); returns how many."""
+        conns = list(self._connections)
+        for conn in conns:
+            conn.reset()
+        return len(conns)
+
+    def stats(self) -> dict[str, dict[str, Any]]:
+        now = self._now()
+        return {side: self._directions[side].stats(now) for side in DIRECTIONS}
+
+    # -- schedules -------------------------------------------------------
+    async def run_schedule(self, schedule: Schedule) -> ScheduleRunner:
+        """Start playing `schedule`, replacing any schedule already running."""
+        await self.stop_schedule()
+        self.schedule = ScheduleRunner(self, schedule).start()
+        return self.schedule
+
+    async def stop_schedule(self) -> bool:
+        """Stop the running schedule; the link keeps its current settings. False if none ran."""
+        runner, self.schedule = self.schedule, None
+        if runner is None:
+            return False
+        await runner.stop()
+        return True

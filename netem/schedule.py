@@ -1,0 +1,164 @@
+"""Time-varying links: a timeline of steps, written in YAML or replayed from a CSV trace.
+
+    loop: true           # start over after `period`
+    period: 60s
+    steps:
+      - at: 0s
+        both: {delay: 20ms, rate: 2gbit}      # same fields as PATCH /config
+      - at: 10s
+        partition: {mode: blackhole, direction: up, duration: 2s}
+      - at: 15s
+        heal: both
+      - at: 20s
+        reset: true
+    trace:               # optional: more steps, one per CSV row
+      file: rate.csv     # relative to the YAML file; header "t,<field>[,<field>...]"
+      direction: both
+
+Parsing validates every step against the config model, so a bad schedule is
+refused whole before it starts (docs/netem.md, "Schedules").
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from netem.config import ConfigError, LinkConfig
+from services.units import parse_duration
+
+Sides = Literal["up", "down", "both"]
+
+
+def _seconds(value: Any) -> float:
+    return parse_duration(value)
+
+
+class PartitionStep(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    mode: Literal["blackhole", "reject"]
+    direction: Sides = "both"
+    duration: float | None = Field(None, ge=0, description="seconds; None until a heal step")
+
+    @field_validator("duration", mode="before")
+    @classmethod
+    def _duration(cls, value: Any) -> float | None:
+        return None if value is None else _seconds(value)
+
+
+class Step(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    at: float = Field(ge=0, description="seconds from the start of the cycle")
+    up: dict[str, Any] | None = None
+    down: dict[str, Any] | None = None
+    both: dict[str, Any] | None = None
+    partition: PartitionStep | None = None
+    heal: Sides | None = None
+    reset: bool = False
+
+    @field_validator("at", mode="before")
+    @classmethod
+    def _at(cls, value: Any) -> float:
+        return _seconds(value)
+
+    @model_validator(mode="after")
+    def _check_patch(self) -> Step:
+        if self.patch:
+            LinkConfig().patched(self.patch)  # raises ConfigError naming the bad field
+        return self
+
+    @property
+    def patch(self) -> dict[str, Any]:
+        return {k: v for k, v in (("both", self.both), ("up", self.up), ("down", self.down)) if v}
+
+
+class Schedule(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    steps: list[Step] = Field(default_factory=list)
+    loop: bool = False
+    period: float | None = Field(None, gt=0, description="seconds per cycle when looping")
+
+    @field_validator("period", mode="before")
+    @classmethod
+    def _period(cls, value: Any) -> float | None:
+        return None if value is None else _seconds(value)
+
+    @model_validator(mode="after")
+    def _check(self) -> Schedule:
+        if not self.steps:
+            raise ValueError("a schedule needs at least one step")
+        ordered = sorted(self.steps, key=lambda s: s.at)  # stable: same-time steps keep file order
+        object.__setattr__(self, "steps", ordered)
+        if self.loop and (self.period is None or self.period <= ordered[-1].at):
+            raise ValueError(f"loop: true needs a period longer than the last step (at {ordered[-1].at:g}s)")
+        return self
+
+
+def parse_schedule(text: str, base_dir: Path | None = None) -> Schedule:
+    """Read a schedule from YAML text; a `trace.file` is looked up relative to base_dir."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise ConfigError(f"schedule is not valid YAML: {err}") from None
+    if not isinstance(data, dict):
+        raise ConfigError("a schedule is a YAML mapping with `steps` and/or `trace`")
+    data = dict(data)
+    steps = list(data.get("steps") or [])
+    trace = data.pop("trace", None)
+    if trace is not None:
+        if not isinstance(trace, dict) or "file" not in trace:
+            raise ConfigError("trace needs a `file` (a CSV) and optionally a `direction`")
+        unknown = set(trace) - {"file", "direction"}
+        if unknown:
+            raise ConfigError(f"unknown trace key(s) {sorted(unknown)}; use file and direction")
+        path = (base_dir or Path.cwd()) / str(trace["file"])
+        steps.extend(trace_steps(_read(path), trace.get("direction", "both")))
+    data["steps"] = steps
+    try:
+        return Schedule.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(_explain(err)) from None
+
+
+def load_schedule(path: str | Path) -> Schedule:
+    path = Path(path)
+    return parse_schedule(_read(path), base_dir=path.parent)
+
+
+def trace_steps(csv_text: str, direction: str = "both") -> list[dict[str, Any]]:
+    """Rows of "t,<field>..." as step mappings; each row holds until the next."""
+    if direction not in ("up", "down", "both"):
+        raise ConfigError(f"trace direction {direction!r}: use up, down or both")
+    rows = [r for r in csv.reader(io.StringIO(csv_text)) if r and not r[0].lstrip().startswith("#")]
+    if not rows or rows[0][0].strip() != "t" or len(rows[0]) < 2:
+        raise ConfigError('a trace CSV starts with a header "t,<field>[,<field>...]", e.g. "t,rate"')
+    fields = [name.strip() for name in rows[0][1:]]
+    steps = []
+    for number, row in enumerate(rows[1:], start=2):
+        if len(row) != len(fields) + 1:
+            raise ConfigError(f"trace line {number}: expected {len(fields) + 1} values, got {len(row)}")
+        values = {f: v.strip() for f, v in zip(fields, row[1:]) if v.strip()}
+        steps.append({"at": row[0].strip(), direction: values})
+    if not steps:
+        raise ConfigError("the trace CSV has a header but no rows")
+    return steps
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError as err:
+        raise ConfigError(f"cannot read {path}: {err.strerror}") from None
+
+
+def _explain(err: ValidationError) -> str:
+    parts = []
+    for item in err.errors():
+        where = ".".join(str(p) for p in item["loc"]) or "schedule"
+        parts.append(f"{where}: {item['msg'].removeprefix('Value error, ')}")
+    return "; ".join(parts)

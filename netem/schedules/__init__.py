@@ -1,0 +1,11 @@
+"""Example schedules shipped with the package (YAML timelines and CSV traces)."""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+
+def example(name: str) -> Path:
+    """Path of a shipped schedule, e.g. example("kv_wander.yaml")."""
+    return Path(str(resources.files(__name__) / name))
