@@ -28,6 +28,7 @@ class Endpoint(asyncio.BufferedProtocol):
         self.inbound = inbound  # bytes read here enter this flow
         self.outbound = outbound  # this flow writes to our transport
         self.transport: asyncio.Transport | None = None
+        self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._buffer = bytearray(0)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -60,6 +61,8 @@ class Endpoint(asyncio.BufferedProtocol):
         self.outbound.set_sink_paused(False)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if not self.lost.done():
+            self.lost.set_result(None)
         self.conn.endpoint_lost(self, exc)
 
     def abort(self, reset: bool) -> None:
@@ -81,8 +84,8 @@ class Connection:
     def __init__(self, link: UserspaceLink) -> None:
         self.link = link
         loop = asyncio.get_running_loop()
-        self.up = Flow(link.direction("up"), loop, link.connection_rng("up"))
-        self.down = Flow(link.direction("down"), loop, link.connection_rng("down"))
+        self.up = Flow(link.direction("up"), loop, link.connection_rng("up"), link.timers)
+        self.down = Flow(link.direction("down"), loop, link.connection_rng("down"), link.timers)
         self.up.on_eof_delivered = self.down.on_eof_delivered = self._maybe_finish
         self.client = Endpoint(self, inbound=self.up, outbound=self.down)
         self.upstream = Endpoint(self, inbound=self.down, outbound=self.up)
@@ -125,6 +128,10 @@ class Connection:
         self.up.direction.counters["resets"] += 1
         self.down.direction.counters["resets"] += 1
         self.close(reset=True)
+
+    async def wait_closed(self) -> None:
+        """Until every socket this connection opened is closed."""
+        await asyncio.gather(*(e.lost for e in (self.client, self.upstream) if e.transport is not None))
 
     def close(self, reset: bool) -> None:
         if self.closed:

@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import math
 import random
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from netem.config import Direction, DirectionConfig
 from netem.stages.latency import Latency
 from netem.stages.partition import Partition, PartitionMode
-from netem.stages.serialize import Serializer, piece_bytes
+from netem.stages.serialize import Line, piece_bytes
 
 if TYPE_CHECKING:
     from netem.flow import Flow
+    from netem.timers import Timers
 
 LOW_WATER = 0.75  # resume reading below this share of the queue bound
 
@@ -28,7 +29,7 @@ class DirectionState:
     def __init__(self, name: Direction, config: DirectionConfig, rtt: float, rng: random.Random) -> None:
         self.name = name
         self.rng = rng  # seeds each connection's own draws (loss), in accept order
-        self.serializer = Serializer()
+        self.line = Line()
         self.latency = Latency(random.Random(rng.getrandbits(64)))
         self.partition = Partition()
         self.flows: set[Flow] = set()
@@ -38,6 +39,8 @@ class DirectionState:
         self.counters = dict.fromkeys(
             ("bytes", "chunks", "bytes_in", "loss_stalls", "resets", "connections_total"), 0
         )
+        self.error_sum = 0.0
+        self.error_max = 0.0
         self.late_sum = 0.0
         self.late_max = 0.0
         self.config = config
@@ -48,11 +51,18 @@ class DirectionState:
     def configure(self, config: DirectionConfig, rtt: float) -> None:
         self.config, self.rtt = config, rtt
         self.piece_bytes = piece_bytes(config.rate)
-        self.serializer.configure(config, rtt)
+        self.line.configure(config, rtt)
         self.latency.configure(config, rtt)
         for flow in list(self.flows):
             flow.configure(config, rtt)
         self.update_limit()
+
+    def bind(self, clock: Callable[[], float], timers: Timers) -> None:
+        """Attach the running loop's clock and timers (the link does this when it starts)."""
+        self.line.bind(clock, timers)
+
+    def close(self) -> None:
+        self.line.close()
 
     # -- the byte budget -------------------------------------------------
     def add_held(self, size: int) -> None:
@@ -97,12 +107,16 @@ class DirectionState:
             flow.release()
 
     # -- reporting -------------------------------------------------------
-    def record_delivery(self, size: int, late: float) -> None:
+    def record_delivery(self, size: int, error: float) -> None:
+        """Count a write; `error` is its time minus its deadline (negative: early)."""
         self.counters["bytes"] += size
         self.counters["chunks"] += 1
-        self.late_sum += late
-        if late > self.late_max:
-            self.late_max = late
+        self.error_sum += error
+        if abs(error) > abs(self.error_max):
+            self.error_max = error
+        if error > 0.0:
+            self.late_sum += error
+            self.late_max = max(self.late_max, error)
 
     def stats(self, now: float) -> dict[str, Any]:
         chunks = self.counters["chunks"]
@@ -114,11 +128,13 @@ class DirectionState:
             "queue_limit_bytes": self.config.queue,
             "connections": len(self.flows),
             "reading_paused": sum(1 for f in self.flows if f.reading_paused),
-            "line_backlog_s": self.serializer.backlog(now),
+            "line_backlog_s": self.line.backlog(now),
             "partition": self.partition.active(now),
             "partition_left_s": _finite(self.partition.remaining(now)),
             "late_mean_s": self.late_sum / chunks if chunks else 0.0,
             "late_max_s": self.late_max,
+            "timing_error_mean_s": self.error_sum / chunks if chunks else 0.0,
+            "timing_error_max_s": self.error_max,
         }
 
 

@@ -1,10 +1,11 @@
 """One direction of one connection: sender -> stamped chunks -> receiver, in order.
 
-Bytes read from the source are cut into pieces, stamped on entry and given a
-deadline by the chain of stages; they wait in a FIFO and one timer, armed for
-the head's deadline (an absolute loop time), writes out everything due. Sleep
-error therefore never accumulates: a late timer makes one write late, not the
-ones after it (docs/netem.md, "Delay line").
+Bytes read from the source are cut into pieces and stamped on entry; the
+sender's window stage runs, the direction's shared line serializes them, and
+the path stages (latency, loss, order) give each its deadline. They wait in a
+FIFO and one timer, armed for the head's deadline (an absolute loop time),
+writes out everything due. Sleep error therefore never accumulates: a late
+timer makes one write late, not the ones after it (docs/netem.md, "Delay line").
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections import deque
-from typing import Callable
+from typing import Any, Callable
 
 from netem.config import DirectionConfig
 from netem.direction import DirectionState
@@ -20,24 +21,27 @@ from netem.stages.base import Chunk, Stage, run_stages
 from netem.stages.loss import LossStall
 from netem.stages.order import InOrder
 from netem.stages.window import Window
-
-# A timer may fire up to the clock's resolution early; chunks due within this
-# margin go out with the ones already due rather than re-arming the timer.
-DUE_MARGIN = 1e-6
+from netem.timers import Timers
 
 
 class Flow:
-    def __init__(self, direction: DirectionState, loop: asyncio.AbstractEventLoop, rng: random.Random) -> None:
+    def __init__(
+        self, direction: DirectionState, loop: asyncio.AbstractEventLoop, rng: random.Random, timers: Timers
+    ) -> None:
         self.direction = direction
         self._loop = loop
+        self._timers = timers
         self.window = Window()
         self.loss = LossStall(rng)
         self.order = InOrder()
-        # Physical order: the sender's window, the shared line, the path, a
-        # retransmission if a segment was lost, then the receiver's reassembly.
-        self._stages: tuple[Stage, ...] = (self.window, direction.serializer, direction.latency, self.loss, self.order)
+        # Physical order: the sender's window, then the shared line (direction.line),
+        # then the path, a retransmission if a segment was lost, and the
+        # receiver's reassembly.
+        self._before_line: tuple[Stage, ...] = (self.window,)
+        self._after_line: tuple[Stage, ...] = (direction.latency, self.loss, self.order)
         self._queue: deque[Chunk] = deque()
-        self._timer: asyncio.TimerHandle | None = None
+        self._unstamped = 0  # chunks in _queue the line has not stamped yet (they are its tail)
+        self._timer: Any = None
         self._timer_at = 0.0
         self.held_bytes = 0
         self.source: asyncio.ReadTransport | None = None
@@ -64,21 +68,33 @@ class Flow:
         view = memoryview(data)
         size = len(view)
         piece = self.direction.piece_bytes or size
-        for start in range(0, size, piece):
-            part = view[start : start + piece]
-            self._queue.append(run_stages(self._stages, Chunk(part, len(part), now, now)))
         self.held_bytes += size
         self.direction.counters["bytes_in"] += size
         self.direction.add_held(size)
-        self.release()
+        for start in range(0, size, piece):
+            part = view[start : start + piece]
+            self._admit(Chunk(part, len(part), now, now))
 
     def feed_eof(self) -> None:
         """The sender closed its half: a FIN travels the same path, after the data."""
         if self.closed:
             return
         now = self._loop.time()
-        self._queue.append(run_stages(self._stages, Chunk(None, 0, now, now)))
-        self.release()
+        self._admit(Chunk(None, 0, now, now))
+
+    def _admit(self, chunk: Chunk) -> None:
+        # Until the line stamps it the chunk's deadline is its send time; it
+        # waits in our queue behind its elders either way, so order holds.
+        run_stages(self._before_line, chunk)
+        self._queue.append(chunk)
+        self._unstamped += 1
+        self.direction.line.enqueue(chunk, self._off_the_line)
+
+    def _off_the_line(self, chunk: Chunk) -> None:
+        run_stages(self._after_line, chunk)
+        self._unstamped -= 1
+        if self._queue and self._queue[0] is chunk:
+            self.release()  # otherwise a timer is already armed for an older chunk
 
     # -- output ----------------------------------------------------------
     def release(self) -> None:
@@ -88,26 +104,32 @@ class Flow:
         now = self._loop.time()
         held_until = self.direction.partition.held_until(now)
         if held_until is not None:
-            self._arm(held_until)
+            self._arm(held_until)  # exact: a partition ends when it says
             return
         queue, sink, direction = self._queue, self.sink, self.direction
         delivered = 0
         eof = False
-        while queue and queue[0].deadline <= now + DUE_MARGIN:
+        due = now + self._timers.margin
+        stamped = len(queue) - self._unstamped
+        while stamped and queue[0].deadline <= due:
+            stamped -= 1
             chunk = queue.popleft()
             if chunk.data is None:
                 eof = True
                 break
             sink.write(chunk.data)
             delivered += chunk.size
-            direction.record_delivery(chunk.size, max(0.0, now - chunk.deadline))
+            direction.record_delivery(chunk.size, now - chunk.deadline)
         if delivered:
             self.held_bytes -= delivered
             direction.release_held(delivered)
         if eof:
             self._deliver_eof()
-        elif queue:
+        elif stamped:
             self._arm(queue[0].deadline)
+        elif self._timer is not None:
+            self._timer.cancel()  # the head is still on the line; it calls back when stamped
+            self._timer = None
 
     def _deliver_eof(self) -> None:
         self.eof_delivered = True
@@ -116,6 +138,7 @@ class Flow:
         self.on_eof_delivered()
 
     def _arm(self, when: float) -> None:
+        """One timer per flow, for `when` (the timers apply their own lead)."""
         if self._timer is not None:
             if self._timer_at == when:
                 return
@@ -124,7 +147,7 @@ class Flow:
         if when == float("inf"):
             return  # held until a heal kicks the direction
         self._timer_at = when
-        self._timer = self._loop.call_at(when, self._on_timer)
+        self._timer = self._timers.call_at(when, self._on_timer)
 
     def _on_timer(self) -> None:
         self._timer = None
@@ -157,12 +180,9 @@ class Flow:
             self._timer.cancel()
             self._timer = None
         self._queue.clear()
+        self.direction.line.forget(self._off_the_line)
         if self.held_bytes:
             self.direction.release_held(self.held_bytes)
             self.held_bytes = 0
         self.direction.counters["loss_stalls"] += self.loss.stalls
         self.direction.flows.discard(self)
-
-    @property
-    def pending(self) -> int:
-        return len(self._queue)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 from typing import Any, Coroutine, Literal, Mapping
 
 from netem.config import DIRECTIONS, ConfigError, Direction, LinkConfig
@@ -19,8 +20,10 @@ from netem.direction import DirectionState
 from netem.schedule import Schedule
 from netem.scheduler import ScheduleRunner
 from netem.stages.partition import PartitionMode
+from netem.timers import PreciseTimers
 
 Address = tuple[str, int]
+CLOSE_TIMEOUT_S = 5.0
 Sides = Literal["up", "down", "both"]
 
 
@@ -52,12 +55,16 @@ class UserspaceLink:
         self._connections: set[Connection] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.timers: PreciseTimers | None = None
         self.listen_address: Address | None = None
         self.schedule: ScheduleRunner | None = None
 
     # -- lifecycle -------------------------------------------------------
     async def start(self) -> UserspaceLink:
         self._loop = asyncio.get_running_loop()
+        self.timers = PreciseTimers(self._loop)
+        for state in self._directions.values():
+            state.bind(self._loop.time, self.timers)
         host, port = self.listen
         self._server = await self._loop.create_server(lambda: Connection(self).client, host, port, reuse_address=True)
         bound = self._server.sockets[0].getsockname()
@@ -68,8 +75,11 @@ class UserspaceLink:
         await self.stop_schedule()
         if self._server is not None:
             self._server.close()
-        for conn in list(self._connections):
+        conns = list(self._connections)
+        for conn in conns:
             conn.close(reset=True)
+        if conns:
+            await asyncio.wait_for(asyncio.gather(*(c.wait_closed() for c in conns)), CLOSE_TIMEOUT_S)
         tasks = list(self._tasks)
         for task in tasks:
             task.cancel()
@@ -77,6 +87,10 @@ class UserspaceLink:
         if self._server is not None:
             await self._server.wait_closed()
             self._server = None
+        for state in self._directions.values():
+            state.close()
+        if self.timers is not None:
+            self.timers.close()
 
     async def __aenter__(self) -> UserspaceLink:
         return await self.start()
@@ -108,7 +122,7 @@ class UserspaceLink:
         return any(d.partition.active(now) == "reject" for d in self._directions.values())
 
     def _now(self) -> float:
-        return (self._loop or asyncio.get_event_loop()).time()
+        return self._loop.time() if self._loop else time.monotonic()  # the clock loop.time() reads
 
     # -- control ---------------------------------------------------------
     @property

@@ -30,7 +30,8 @@ _GAUGES = {
     "connections": ("pdd_netem_open_connections", "connections open now"),
     "line_backlog_s": ("pdd_netem_line_backlog_seconds", "line time already promised to queued bytes"),
     "late_max_s": ("pdd_netem_late_max_seconds", "largest delay of a write past its deadline (emulator overhead)"),
-    "late_mean_s": ("pdd_netem_late_mean_seconds", "mean delay of a write past its deadline (emulator overhead)"),
+    "timing_error_max_s": ("pdd_netem_timing_error_max_seconds", "largest write time minus deadline (emulator overhead)"),
+    "timing_error_mean_s": ("pdd_netem_timing_error_mean_seconds", "mean write time minus deadline (emulator overhead)"),
 }
 _CONFIG = {
     "delay": ("pdd_netem_delay_seconds", "configured one-way delay"),

@@ -126,7 +126,13 @@ def parse_schedule(text: str, base_dir: Path | None = None) -> Schedule:
 
 
 def load_schedule(path: str | Path) -> Schedule:
+    """A YAML schedule, or a bare CSV trace (played once on both directions)."""
     path = Path(path)
+    if path.suffix.lower() == ".csv":
+        try:
+            return Schedule.model_validate({"steps": trace_steps(_read(path), "both")})
+        except ValidationError as err:
+            raise ConfigError(_explain(err)) from None
     return parse_schedule(_read(path), base_dir=path.parent)
 
 

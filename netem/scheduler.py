@@ -27,6 +27,7 @@ class ScheduleRunner:
         self.started_at: float | None = None
         self._next_at: float | None = None
         self._task: asyncio.Task[None] | None = None
+        self.stepped = asyncio.Event()  # set after every applied step, for watchers
 
     def start(self) -> ScheduleRunner:
         self._task = self.link.spawn(self._run())
@@ -78,6 +79,7 @@ class ScheduleRunner:
             # Steps were validated against defaults; record what the live link refused and go on.
             self.errors.append(f"step at {step.at:g}s: {err}")
         self.applied += 1
+        self.stepped.set()
 
     def status(self) -> dict[str, Any]:
         now = asyncio.get_running_loop().time()

@@ -32,17 +32,32 @@ from services.rpc import server as grpc_server
 log = logging.getLogger(__name__)
 
 
+def kv_replication(model, tp: int) -> int:
+    """How many TP ranks hold a copy of each KV entry (docs/engine.md §Capacity).
+
+    GQA shards KV heads across ranks until there are more ranks than heads; MLA's
+    latent cache is not split by head, so every rank keeps all of it.
+    """
+    if model.mla is not None:
+        return tp
+    return max(1, tp // model.num_kv_heads)
+
+
 def build_engines(plan: MeshPlan, service: ServicePlan) -> list[Engine]:
     scenario, pool = plan.scenario, service.pool
     gpu, model = load_gpu(pool.gpu), load_model(scenario.model)
     clock = RooflineClock(gpu, model, tp=pool.tp)
     spec = scenario.engine
     capacity = kv_capacity_blocks(gpu.hbm_bytes, spec.gpu_memory_utilization, model.weight_bytes,
-                                  model.kv_bytes_per_token, spec.block_size, tp=pool.tp)
+                                  model.kv_bytes_per_token * kv_replication(model, pool.tp), spec.block_size, tp=pool.tp)
     config = EngineConfig(kv_capacity_blocks=capacity, vocab_size=model.vocab_size, block_size=spec.block_size,
                           max_num_batched_tokens=spec.max_batched_tokens, chunk_size=spec.chunk_size,
                           max_running=spec.max_running, max_context=model.max_context)
-    return [Engine(config, clock.step_seconds, name=f"{service.name}-{i}") for i in range(pool.count)]
+    step_seconds = clock.step_seconds
+    if scenario.time_dilation != 1.0:
+        dilation = scenario.time_dilation
+        step_seconds = lambda batch: dilation * clock.step_seconds(batch)  # noqa: E731 (the engine's hot path)
+    return [Engine(config, step_seconds, name=f"{service.name}-{i}") for i in range(pool.count)]
 
 
 class _EngineCollector:
@@ -128,13 +143,13 @@ class RoleProcess:
             await engine.start()
         server = grpc_server()
         add_servicer(server)
-        server.add_insecure_port(self.service.grpc_address)
+        server.add_insecure_port(f"{self.service.listen_host}:{self.service.grpc_port}")
         await server.start()
         app = web.Application()
         add_ops_routes(app, self.registry, lambda: {**self.stats(), **extra_stats()})
         runner = web.AppRunner(app)
         await runner.setup()
-        await web.TCPSite(runner, self.service.host, self.service.http_port).start()
+        await web.TCPSite(runner, self.service.listen_host, self.service.http_port).start()
         log.info("%s (%s) serving gRPC on %s, %d instance(s)", self.service.name, self.service.role.value,
                  self.service.grpc_address, len(self.engines))
         stop = asyncio.Event()

@@ -71,6 +71,7 @@ async def _stats(request: web.Request) -> web.Response:
     lag: LoopLagMonitor = request.app[LAG_KEY]
     stats = dict(request.app[STATS_KEY]())
     stats["loop_lag_s"] = {"p50": lag.percentile(0.5), "p99": lag.percentile(0.99), "samples": len(lag.samples)}
+    stats["asyncio_tasks"] = len(asyncio.all_tasks())  # a count that only grows is a leak (docs/reliability.md)
     if request.query.get("reset_lag") == "1":
         lag.reset()
     return web.Response(text=json.dumps(stats), content_type="application/json")

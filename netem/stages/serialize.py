@@ -1,20 +1,33 @@
-"""Line rate: a single serializer per direction, shared by every connection on it.
+"""Line rate: one serializer per direction, a FIFO shared by every connection on it.
 
-A chunk starts serializing when both it and the line are ready and finishes
-size * 8 / rate later: `finish = max(free_at, ready) + size * 8 / rate`
-(docs/netem.md, "Serialization"). Sharing one serializer makes concurrent
-transfers split the line as they would a real one.
+A chunk starts serializing when both it and the line are ready, and leaves the
+line size * 8 / rate later: `finish = max(free_at, ready) + size * 8 / rate`
+(docs/netem.md, "Serialization"). Sharing one line makes concurrent transfers
+split the rate as on a real link.
+
+The rate is read when a chunk *starts* serializing, not when it was queued, so
+a rate change acts on the backlog at once, as it would on a router's queue.
+Chunks are stamped up to HORIZON ahead of the line's clock; the rest wait in
+the FIFO and a timer stamps them as the line frees up. Times stay absolute:
+each start is the previous finish, never "now".
 """
 
 from __future__ import annotations
 
+from collections import deque
+from typing import TYPE_CHECKING, Any, Callable
+
 from netem.config import DirectionConfig
 from netem.stages.base import Chunk
+
+if TYPE_CHECKING:
+    from netem.timers import Timers
 
 # Large reads are cut into pieces of about this much line time, so a slow line
 # hands the receiver bytes progressively rather than in one late burst.
 PIECE_SECONDS = 0.002
 MIN_PIECE_BYTES = 16 * 1024
+HORIZON = 0.005  # how far ahead chunks are stamped; the lag of a rate change
 
 
 def piece_bytes(rate_bps: float | None) -> int | None:
@@ -24,23 +37,79 @@ def piece_bytes(rate_bps: float | None) -> int | None:
     return max(MIN_PIECE_BYTES, int(rate_bps / 8 * PIECE_SECONDS))
 
 
-class Serializer:
+Stamped = Callable[[Chunk], None]  # called with each chunk as it leaves the line
+
+
+class Line:
     def __init__(self) -> None:
         self.rate_bps: float | None = None
         self.free_at = float("-inf")
+        self._waiting: deque[tuple[Chunk, Stamped]] = deque()
+        self.waiting_bytes = 0
+        self._clock: Callable[[], float] | None = None
+        self._timers: Timers | None = None
+        self._timer: Any = None
+
+    def bind(self, clock: Callable[[], float], timers: Timers) -> None:
+        self._clock, self._timers = clock, timers
 
     def configure(self, config: DirectionConfig, rtt: float) -> None:
-        # A new rate applies to chunks not yet stamped; free_at carries over so
-        # bytes already on the line are neither dropped nor re-timed.
+        # Stamped chunks keep their times; waiting ones will see the new rate.
         self.rate_bps = config.rate
+        self.pump()
 
-    def pipe(self, chunk: Chunk) -> None:
-        if self.rate_bps is None:
-            return
+    def finish_of(self, chunk: Chunk) -> float:
         start = max(self.free_at, chunk.deadline)
-        self.free_at = start + chunk.size * 8.0 / self.rate_bps
-        chunk.deadline = self.free_at
+        return start if self.rate_bps is None else start + chunk.size * 8.0 / self.rate_bps
+
+    def enqueue(self, chunk: Chunk, stamped: Stamped) -> None:
+        """Queue a chunk (deadline = when it is ready to send); `stamped` runs when it leaves the line."""
+        if not self._waiting and self._due(chunk):
+            self._stamp(chunk, stamped)  # the common case: the line is (nearly) free
+            return
+        self._waiting.append((chunk, stamped))
+        self.waiting_bytes += chunk.size
+        self.pump()
+
+    def _due(self, chunk: Chunk) -> bool:
+        now = self._clock() if self._clock else chunk.deadline
+        return max(self.free_at, chunk.deadline) <= now + HORIZON
+
+    def _stamp(self, chunk: Chunk, stamped: Stamped) -> None:
+        self.free_at = chunk.deadline = self.finish_of(chunk)
+        stamped(chunk)
+
+    def pump(self) -> None:
+        """Stamp every waiting chunk that starts within the horizon; arm a timer for the next."""
+        waiting = self._waiting
+        while waiting and self._due(waiting[0][0]):
+            chunk, stamped = waiting.popleft()
+            self.waiting_bytes -= chunk.size
+            self._stamp(chunk, stamped)
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if waiting and self._timers is not None:
+            start = max(self.free_at, waiting[0][0].deadline)
+            self._timer = self._timers.call_at(start - HORIZON, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self.pump()
+
+    def forget(self, owner: Stamped) -> None:
+        """Drop the waiting chunks of a closed connection."""
+        kept = deque(item for item in self._waiting if item[1] != owner)
+        self.waiting_bytes = sum(chunk.size for chunk, _ in kept)
+        self._waiting = kept
+        self.pump()
 
     def backlog(self, now: float) -> float:
-        """Seconds of line time already promised to stamped chunks."""
-        return max(0.0, self.free_at - now)
+        """Seconds of line time owed to chunks stamped or waiting."""
+        queued = self.waiting_bytes * 8.0 / self.rate_bps if self.rate_bps else 0.0
+        return max(0.0, self.free_at - now) + queued
+
+    def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None

@@ -22,6 +22,9 @@ COMMANDS = (
     "bench",
     "report",
     "sweep",
+    "compose",
+    "chaos",
+    "experiment",
 )
 
 

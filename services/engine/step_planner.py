@@ -28,6 +28,10 @@ class EngineConfig:
     max_running: int = 256
     max_context: int | None = None  # prompt + output tokens a request may reach
     max_waiting: int | None = None  # submit raises EngineFull beyond this; None: unbounded
+    # A tail chunk (the one that completes a context computed over several steps) runs without
+    # other sequences' chunks, as engines that keep one chunked request per prefill batch do
+    # (docs/engine.md, "Tail isolation"). Off: tails share steps like any chunk.
+    isolate_tail_chunks: bool = False
 
     def __post_init__(self) -> None:
         positive = ("kv_capacity_blocks", "vocab_size", "block_size", "max_num_batched_tokens", "chunk_size",
@@ -118,6 +122,10 @@ class StepPlanner:
                 # uncached part is k * chunk_size + r always ends with an r-token chunk.
                 room = cfg.chunk_size - (state.computed - state.chunk_origin) % cfg.chunk_size
                 tokens = min(state.computable, room, budget)
+                if cfg.isolate_tail_chunks and tokens == state.computable and state.computed > state.chunk_origin:
+                    if not chunks:
+                        chunks.append((state, tokens))
+                    break  # the tail runs alone: first in its step, and nothing after it
                 chunks.append((state, tokens))
                 budget -= tokens
         if not decodes and not chunks:

@@ -4,20 +4,29 @@ The pool is bounded (like a real engine's transfer connection pool): when every
 connection is busy, a transfer waits for one, which is where a saturated line
 shows up as queueing. Frames of one transfer use one connection so they arrive
 in order; `writer.drain()` passes the link's backpressure back to us.
+
+The receiver never writes back, so a connection that ends (a reset link, a
+restarted receiver) is seen by a watcher reading it. Bytes handed to a broken
+connection may have died in flight, and a transfer is never resent, so the
+transfers recently sent over it are reported to `on_lost`: the shipper tells
+their receivers, which fail them now instead of at their deadline.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import socket
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Callable
 
 from services.kv.frames import DEFAULT_FRAME_PAYLOAD_BYTES, split_payload
 
 log = logging.getLogger(__name__)
 SEND_BUFFER_BYTES = 64 * 1024
+RECENT_TRANSFERS = 64  # per connection: what a broken connection may have swallowed
 
 
 class TransferCancelled(RuntimeError):
@@ -33,23 +42,54 @@ class SendResult:
     cancelled: bool = False
 
 
+@dataclass(eq=False)
+class _Connection:
+    reader: asyncio.StreamReader
+    writer: asyncio.StreamWriter
+    sent: collections.deque[str] = field(default_factory=lambda: collections.deque(maxlen=RECENT_TRANSFERS))
+    watcher: asyncio.Task | None = None
+    broken: bool = False
+
+    def close(self) -> None:
+        self.writer.close()
+
+
 class KvSender:
-    def __init__(self, host: str, port: int, connections: int = 4, connect_timeout_s: float = 10.0) -> None:
+    def __init__(self, host: str, port: int, connections: int = 4, connect_timeout_s: float = 10.0,
+                 on_lost: Callable[[list[str]], None] | None = None) -> None:
         self.host, self.port = host, port
         self.connect_timeout_s = connect_timeout_s
-        self._idle: asyncio.Queue[tuple[asyncio.StreamReader, asyncio.StreamWriter] | None] = asyncio.Queue()
+        self.on_lost = on_lost
+        self._idle: asyncio.Queue[_Connection | None] = asyncio.Queue()
         for _ in range(connections):
             self._idle.put_nowait(None)  # opened lazily, reopened after a failure
+        self._open: set[_Connection] = set()
         self.bytes_sent = 0
         self.transfers = 0
         self.failures = 0
 
-    async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    async def _connect(self) -> _Connection:
         reader, writer = await asyncio.wait_for(asyncio.open_connection(self.host, self.port), self.connect_timeout_s)
         # A small send buffer keeps bytes in our hands, not the kernel's, so a cancelled transfer
         # stops flowing at once and drain() reflects the link's backpressure (docs/mesh.md §Frames).
         writer.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER_BYTES)
-        return reader, writer
+        conn = _Connection(reader, writer)
+        conn.watcher = asyncio.create_task(self._watch(conn), name=f"kv-watch-{self.host}:{self.port}")
+        self._open.add(conn)
+        return conn
+
+    async def _watch(self, conn: _Connection) -> None:
+        """Wait for the end of the connection (the receiver never writes) and report what it may have lost."""
+        try:
+            await conn.reader.read(1)
+        except OSError:
+            pass
+        conn.broken = True
+        self._open.discard(conn)
+        lost = list(conn.sent)
+        conn.sent.clear()
+        if lost and self.on_lost is not None:
+            self.on_lost(lost)
 
     async def send(self, request_id: str, real_bytes: int, cancel: asyncio.Event | None = None,
                    frame_bytes: int = DEFAULT_FRAME_PAYLOAD_BYTES) -> SendResult:
@@ -59,9 +99,13 @@ class KvSender:
         sent = 0
         clean = False  # a connection left mid-frame must not be reused
         try:
+            if conn is not None and (conn.broken or conn.writer.is_closing()):
+                # It ended while idle: frames written into it would vanish without an error.
+                conn.close()
+                conn = None
             if conn is None:
                 conn = await self._connect()
-            writer = conn[1]
+            writer = conn.writer
             for frame in frames:
                 if cancel is not None and cancel.is_set():
                     # Bytes stop flowing; the receiver counts frames of a cancelled transfer as orphans.
@@ -72,6 +116,7 @@ class KvSender:
                 sent += len(frame.data)
                 self.bytes_sent += len(frame.data)
             self.transfers += 1
+            conn.sent.append(request_id)
             clean = True
             return SendResult(request_id, sent, len(frames), time.monotonic() - started)
         except (OSError, asyncio.TimeoutError) as exc:
@@ -79,12 +124,15 @@ class KvSender:
             raise ConnectionError(f"KV transfer of {request_id} to {self.host}:{self.port} failed: {exc}") from exc
         finally:
             if not clean and conn is not None:
-                conn[1].close()
+                conn.close()  # its watcher reports the earlier transfers it carried
                 conn = None
             self._idle.put_nowait(conn)
 
     async def close(self) -> None:
-        while not self._idle.empty():
-            conn = self._idle.get_nowait()
-            if conn is not None:
-                conn[1].close()
+        watchers = [c.watcher for c in self._open if c.watcher is not None]
+        for conn in list(self._open):
+            if conn.watcher is not None:
+                conn.watcher.cancel()  # shutting down: nothing to report
+            conn.close()
+        self._open.clear()
+        await asyncio.gather(*watchers, return_exceptions=True)

@@ -45,15 +45,17 @@ class KvShipper:
         self._cancels: dict[str, asyncio.Event] = {}
         self.real_bytes_sent = 0
         self.cancelled = 0
+        self._closing = False
 
     def _route(self, target: str) -> tuple[KvSender, pb_grpc.DecodeStub]:
         """KeyError when the plan has no link from this service to `target`."""
         if target not in self._senders:
             link = self.plan.link(self.me, target)
-            self._senders[target] = KvSender(link.host, link.listen_port)
-            ch = channel(self.plan.service(target).grpc_address)
+            ch = channel(self.plan.grpc_address(target, self.me))
             self._channels.append(ch)
-            self._stubs[target] = pb_grpc.DecodeStub(ch)
+            stub = self._stubs[target] = pb_grpc.DecodeStub(ch)
+            self._senders[target] = KvSender(link.host, link.listen_port,
+                                             on_lost=lambda ids: self._report_lost(stub, ids))
         return self._senders[target], self._stubs[target]
 
     async def ship(self, transfer_id: str, target: str, tokens: int, kv_bytes_per_token: int, byte_scale: float,
@@ -70,12 +72,13 @@ class KvShipper:
         cancel = asyncio.Event()
         if cancellable:
             self._cancels[transfer_id] = cancel
-        task = asyncio.create_task(self._send(sender, transfer_id, real, cancel), name=f"kv-{transfer_id}")
+        task = asyncio.create_task(self._send(sender, stub, transfer_id, real, cancel), name=f"kv-{transfer_id}")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return Shipment(target, tokens, emulated, real)
 
-    async def _send(self, sender: KvSender, transfer_id: str, real: int, cancel: asyncio.Event) -> None:
+    async def _send(self, sender: KvSender, stub: pb_grpc.DecodeStub, transfer_id: str, real: int,
+                    cancel: asyncio.Event) -> None:
         try:
             result = await sender.send(transfer_id, real, cancel)
             self.real_bytes_sent += result.real_bytes
@@ -83,11 +86,29 @@ class KvShipper:
                 self.cancelled += 1
                 log.info("%s: transfer cancelled after %d of %d bytes", transfer_id, result.real_bytes, real)
         except ConnectionError as exc:
-            # The receiver's transfer deadline turns this into an explicit error for the request.
             log.warning("%s", exc)
+            await self._abort(stub, transfer_id, f"the sender's link connection broke ({exc.__cause__ or exc})")
         finally:
             if self._cancels.get(transfer_id) is cancel:  # the same id may have a second, uncancellable path
                 del self._cancels[transfer_id]
+
+    def _report_lost(self, stub: pb_grpc.DecodeStub, transfer_ids: list[str]) -> None:
+        """A connection broke after carrying these: a receiver still waiting for one will never get it."""
+        if self._closing:
+            return
+        for transfer_id in transfer_ids:
+            task = asyncio.create_task(self._abort(stub, transfer_id, "its link connection broke before delivery"))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _abort(self, stub: pb_grpc.DecodeStub, transfer_id: str, reason: str) -> None:
+        """Tell the receiver its bytes will not come, so the request fails now rather than at its deadline."""
+        try:
+            await stub.Announce(pb.TransferAnnounce(request_id=transfer_id, abort_reason=reason), timeout=5.0,
+                                metadata=metadata(transfer_id))
+        except grpc.aio.AioRpcError as exc:
+            # The receiver is unreachable too; its transfer deadline still ends the wait.
+            log.warning("%s: could not report the failed transfer: %s", transfer_id, exc.code().name)
 
     def cancel(self, transfer_id: str) -> bool:
         """Stop sending a transfer's remaining frames; False when it is not in flight."""
@@ -103,6 +124,7 @@ class KvShipper:
                 "senders": {t: {"transfers": s.transfers, "failures": s.failures} for t, s in self._senders.items()}}
 
     async def close(self) -> None:
+        self._closing = True
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

@@ -23,21 +23,27 @@ class ServicePlan(BaseModel):
     model_config = ConfigDict(frozen=True)
     name: str
     role: Role
-    host: str
+    host: str  # how peers in its own datacenter reach it
     http_port: int  # health and /metrics (the user API too, for the router)
     grpc_port: int = 0
     kv_port: int = 0
     pool: PoolSpec | None = None
+    dc: str = ""
+    bind_host: str | None = None  # where it listens, when not `host` (0.0.0.0 in a container)
 
     @property
     def grpc_address(self) -> str:
         return f"{self.host}:{self.grpc_port}"
 
+    @property
+    def listen_host(self) -> str:
+        return self.bind_host or self.host
+
 
 class LinkPlan(BaseModel):
     model_config = ConfigDict(frozen=True)
     name: str
-    src: str  # sending pool
+    src: str  # sending pool (or, for a control route, the consumer's datacenter)
     dst: str  # receiving pool
     kind: str  # "wan" or "rdma"
     host: str
@@ -45,6 +51,13 @@ class LinkPlan(BaseModel):
     control_port: int
     upstream_port: int
     spec: LinkSpec
+    upstream_host: str | None = None  # default: host (everything on one machine)
+    purpose: str = "kv"  # "kv" (KV frames) or "control" (gRPC across datacenters, in containers)
+    runner: str | None = None  # the container that runs it; None: a process of its own
+
+    @property
+    def upstream(self) -> str:
+        return f"{self.upstream_host or self.host}:{self.upstream_port}"
 
     @property
     def address(self) -> str:
@@ -68,9 +81,17 @@ class MeshPlan(BaseModel):
 
     def link(self, src: str, dst: str) -> LinkPlan:
         for link in self.links:
-            if link.src == src and link.dst == dst:
+            if link.src == src and link.dst == dst and link.purpose == "kv":
                 return link
         raise KeyError(f"no link from {src!r} to {dst!r}")
+
+    def grpc_address(self, target: str, consumer: str) -> str:
+        """How `consumer` reaches `target`'s gRPC port: directly, or through a control route across datacenters."""
+        service, me = self.service(target), self.service(consumer)
+        for link in self.links:
+            if link.purpose == "control" and link.dst == target and link.src == me.dc:
+                return link.address
+        return service.grpc_address
 
     @property
     def router(self) -> ServicePlan:
@@ -91,16 +112,17 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def build_plan(scenario: Scenario, host: str = "127.0.0.1", router_port: int = 0) -> MeshPlan:
-    services = [ServicePlan(name="router", role=Role.ROUTER, host=host, http_port=router_port or free_port(host))]
+    services = [ServicePlan(name="router", role=Role.ROUTER, host=host, http_port=router_port or free_port(host),
+                            dc=router_dc(scenario))]
     for pool in scenario.pools:
         receives_kv = pool.role in _KV_RECEIVERS
         services.append(ServicePlan(
-            name=pool.name, role=pool.role, host=host, pool=pool, http_port=free_port(host),
+            name=pool.name, role=pool.role, host=host, pool=pool, http_port=free_port(host), dc=pool.dc,
             grpc_port=free_port(host), kv_port=free_port(host) if receives_kv else 0,
         ))
     by_name = {s.name: s for s in services}
     links = []
-    for src, dst in _kv_paths(scenario):
+    for src, dst in kv_paths(scenario):
         kind = "rdma" if src.dc == dst.dc else "wan"
         links.append(LinkPlan(
             name=f"{src.name}-to-{dst.name}", src=src.name, dst=dst.name, kind=kind, host=host,
@@ -110,7 +132,13 @@ def build_plan(scenario: Scenario, host: str = "127.0.0.1", router_port: int = 0
     return MeshPlan(scenario=scenario, services=tuple(services), links=tuple(links))
 
 
-def _kv_paths(scenario: Scenario) -> list[tuple[PoolSpec, PoolSpec]]:
+def router_dc(scenario: Scenario) -> str:
+    """The router sits with prefill (or the colocated pool): where user traffic enters."""
+    entry = scenario.pools_with(Role.PREFILL) or scenario.pools_with(Role.COLOCATED) or list(scenario.pools)
+    return entry[0].dc
+
+
+def kv_paths(scenario: Scenario) -> list[tuple[PoolSpec, PoolSpec]]:
     """Every (sender, receiver) pair of pools that KV bytes travel between."""
     senders = scenario.pools_with(Role.PREFILL)
     receivers = scenario.pools_with(*_KV_RECEIVERS)

@@ -42,7 +42,7 @@ def link_command(link: LinkPlan, scale: float, seed: int) -> list[str]:
     spec = link.spec
     cmd = [
         sys.executable, "-m", "services.cli", "link",
-        "--listen", link.address, "--upstream", f"{link.host}:{link.upstream_port}",
+        "--listen", link.address, "--upstream", link.upstream,
         "--control", f"{link.host}:{link.control_port}", "--seed", str(seed),
         # Real bytes are emulated bytes / byte_scale, so the real rate is too (docs/mesh.md §Byte scale).
         "--rate", f"{spec.rate_bps / scale:.0f}bit", "--queue", f"{max(65536, int(spec.queue_bytes / scale))}",
@@ -168,3 +168,22 @@ def stop_processes(started: list[Started], grace_s: float = 10.0) -> None:
     for proc in targets:
         if _alive(proc.pid):
             os.killpg(proc.pid, signal.SIGKILL)
+
+
+def restart_process(proc: Started, run_dir: Path, timeout_s: float = 60.0) -> Started:
+    """Start a process that has exited again with its very command line (so the same ports, from the plan).
+
+    The new pid replaces the old one in state.json, so `pdd-emu down` still stops exactly what runs.
+    """
+    if _alive(proc.pid):
+        raise LaunchError(f"{proc.name} (pid {proc.pid}) is still running; stop it before restarting it")
+    again = Started(proc.name, _spawn(proc.name, list(proc.cmd), run_dir), proc.health_url, proc.cmd)
+    path = run_dir / STATE_FILE
+    if path.exists():
+        state = json.loads(path.read_text())
+        for entry in state["processes"]:
+            if entry["name"] == proc.name:
+                entry["pid"] = again.pid
+        path.write_text(json.dumps(state, indent=2))
+    wait_healthy([again], run_dir, timeout_s)
+    return again

@@ -32,7 +32,7 @@ class DecodeService(pb_grpc.DecodeServicer):
         self.process = process
         self.scenario = process.plan.scenario
         self.transfers = TransferTable()
-        self.receiver = KvReceiver(self.transfers, process.service.host, process.service.kv_port)
+        self.receiver = KvReceiver(self.transfers, process.service.listen_host, process.service.kv_port)
         self.relay = RelayLedger()
         self._relay_stubs: dict[str, pb_grpc.DecodeStub] = {}
         self._channels = []
@@ -42,12 +42,15 @@ class DecodeService(pb_grpc.DecodeServicer):
 
     def _relay_stub(self, name: str) -> pb_grpc.DecodeStub:
         if name not in self._relay_stubs:
-            ch = channel(self.process.plan.service(name).grpc_address)
+            ch = channel(self.process.plan.grpc_address(name, self.process.service.name))
             self._channels.append(ch)
             self._relay_stubs[name] = pb_grpc.DecodeStub(ch)
         return self._relay_stubs[name]
 
     async def Announce(self, request, context):
+        if request.abort_reason:
+            self.transfers.fail(request.request_id, request.abort_reason)
+            return pb.TransferAck(accepted=True)
         if self.process.draining:
             return pb.TransferAck(accepted=False, reason="draining")
         self.transfers.announce(request.request_id, request.frames, request.real_bytes, request.emulated_bytes,

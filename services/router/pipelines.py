@@ -51,7 +51,7 @@ class Peers:
 
     def __init__(self, plan: MeshPlan) -> None:
         self.plan = plan
-        self._channels = {s.name: channel(s.grpc_address) for s in plan.services if s.grpc_port}
+        self._channels = {s.name: channel(plan.grpc_address(s.name, "router")) for s in plan.services if s.grpc_port}
         self.prefill = {n: pb_grpc.PrefillStub(c) for n, c in self._channels.items()
                         if plan.service(n).role is Role.PREFILL}
         self.decode = {n: pb_grpc.DecodeStub(c) for n, c in self._channels.items()
@@ -71,13 +71,22 @@ class Peers:
         return pools[self._next_prefill]
 
     async def best_decode(self, job: Job, roles: tuple[Role, ...]) -> tuple[ServicePlan, int]:
-        """The decode pool holding the longest prefix of the prompt (ties: least loaded)."""
+        """The decode pool holding the longest prefix of the prompt (ties: least loaded).
+
+        A pool that does not answer is skipped; when none answers, the request fails with its status.
+        """
         candidates = self.services(*roles)
         replies = await asyncio.gather(*(
             self.decode[s.name].CacheLookup(pb.CacheLookupRequest(request_id=job.request_id, prompt=job.prompt),
                                             timeout=5.0, metadata=metadata(job.request_id))
-            for s in candidates))
-        best = max(zip(candidates, replies), key=lambda cr: (cr[1].hit_tokens, -cr[1].load))
+            for s in candidates), return_exceptions=True)
+        for reply in replies:
+            if isinstance(reply, BaseException) and not isinstance(reply, grpc.aio.AioRpcError):
+                raise reply
+        answered = [(c, r) for c, r in zip(candidates, replies) if not isinstance(r, BaseException)]
+        if not answered:
+            raise map_rpc_error(replies[0], f"cache lookup at {candidates[0].name}")
+        best = max(answered, key=lambda cr: (cr[1].hit_tokens, -cr[1].load))
         return best[0], best[1].hit_tokens
 
 

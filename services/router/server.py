@@ -158,6 +158,9 @@ async def _respond(request, router: Router, job: Job, stream: bool, chat: bool, 
         router.failed += 1
         router.metrics.errors.labels("client_closed").inc()
         raise
+    except Exception as exc:  # a defect here, not upstream: the client still gets an explicit error, not a cut stream
+        log.exception("request %s failed inside the router", job.request_id)
+        error = ApiError(500, f"internal router error ({type(exc).__name__})", kind="server_error")
     router.failed += 1
     router.metrics.errors.labels(str(error.status)).inc()
     log.warning("request %s failed: %s", job.request_id, error.message)
@@ -205,7 +208,7 @@ def build_app(plan: MeshPlan) -> web.Application:
 async def serve(plan: MeshPlan, service: ServicePlan) -> None:
     runner = web.AppRunner(build_app(plan), shutdown_timeout=10.0)
     await runner.setup()
-    await web.TCPSite(runner, service.host, service.http_port).start()
+    await web.TCPSite(runner, service.listen_host, service.http_port).start()
     log.info("router listening on http://%s:%d (%s)", service.host, service.http_port, plan.scenario.mode.value)
     await serve_until_signalled(asyncio.Event())
     # SIGTERM: stop accepting, give in-flight requests the shutdown timeout to finish, then fail them.

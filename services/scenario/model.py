@@ -104,6 +104,10 @@ class Scenario(BaseModel):
     model: str = Field(description="model profile name, e.g. 'llama3-8b'")
     seed: int = Field(0, ge=0, lt=2**32)
     byte_scale: float = Field(1000.0, ge=1, description="real bytes sent = emulated bytes / byte_scale")
+    time_dilation: float = Field(1.0, ge=1, le=100, description=(
+        "emulated GPU steps last this many times their roofline time, so a deployment too busy for the "
+        "machine's CPUs runs slower than real time; links, SLA and timeouts must be dilated alike "
+        "(services/experiments/dilation.py, docs/results.md)"))
     pools: tuple[PoolSpec, ...]
     rdma: LinkSpec = LinkSpec(rate_bps=400e9, delay_s=10e-6)
     wan: LinkSpec = LinkSpec(rate_bps=10e9, delay_s=5e-3)

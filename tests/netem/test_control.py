@@ -12,6 +12,7 @@ from netem.control import ControlServer
 from netem.link import UserspaceLink
 from netem.schedules import example
 from tests.netem.servers import WAIT_S, Echo, Recorder, read_all
+from tests.tolerance import assert_close
 
 TIMEOUT = aiohttp.ClientTimeout(total=WAIT_S)
 
@@ -113,7 +114,7 @@ async def test_partition_and_reset_endpoints(api):
     await asyncio.wait_for(reader.readexactly(1), WAIT_S)
     status, stats = await client.call("POST", "/partition", json={"mode": "blackhole", "direction": "up", "duration": "5s"})
     assert status == 200 and stats["up"]["partition"] == "blackhole" and stats["down"]["partition"] is None
-    assert 4.0 < stats["up"]["partition_left_s"] <= 5.0
+    assert_close(stats["up"]["partition_left_s"], 5.0, rel=0.2, what="partition time left")
     status, stats = await client.call("DELETE", "/partition")
     assert stats["up"]["partition"] is None
     status, reply = await client.call("POST", "/partition", json={"mode": "sideways"})

@@ -7,12 +7,15 @@ import pytest
 from netem.config import DirectionConfig
 from netem.direction import DirectionState
 from netem.flow import Flow
+from netem.timers import LoopTimers
 from tests.netem.fakes import FakeLoop, FakeSink, FakeSource
 
 
 def make_flow(loop: FakeLoop, **fields) -> tuple[Flow, FakeSink, FakeSource]:
     direction = DirectionState("up", DirectionConfig(**fields), rtt=0.0, rng=random.Random(1))
-    flow = Flow(direction, loop, random.Random(2))  # type: ignore[arg-type]
+    timers = LoopTimers(loop, lead=0.0)  # type: ignore[arg-type]
+    direction.bind(loop.time, timers)
+    flow = Flow(direction, loop, random.Random(2), timers)  # type: ignore[arg-type]
     sink, source = FakeSink(loop), FakeSource()
     flow.sink, flow.source = sink, source  # type: ignore[assignment]
     return flow, sink, source
@@ -101,6 +104,20 @@ def test_eof_follows_the_data():
     assert sink.data == b"z" * 5000
     assert sink.eof_at == pytest.approx(0.015)
     assert flow.direction.held_bytes == 0
+
+
+def test_a_rate_cut_slows_the_backlog_at_once_and_keeps_every_byte():
+    loop = FakeLoop(now=0.0)
+    flow, sink, _ = make_flow(loop, rate="80mbit")  # 10 MB/s: 1 MB would take 0.1 s
+    flow.feed(b"r" * 1_000_000)
+    loop.advance_to(0.05)  # about half is out
+    flow.direction.configure(DirectionConfig(rate="8mbit"), rtt=0.0)  # 10x slower from here
+    loop.advance_to(0.1)
+    assert len(sink.data) < 700_000  # unchanged, all 1 MB would be out by now
+    loop.advance_to(1.0)
+    assert sink.data == b"r" * 1_000_000
+    # ~550 kB were stamped by 0.055 s (the line works HORIZON ahead); 450 kB more at 1 MB/s.
+    assert sink.writes[-1][0] == pytest.approx(0.055 + 0.45, rel=0.02)
 
 
 def test_reconfigure_keeps_queued_bytes_and_their_deadlines():

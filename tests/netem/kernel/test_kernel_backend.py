@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,10 @@ from netem.kernel.qdisc import KernelUnsupported
 from netem.kernel.sysctl import raise_tcp_buffers
 from tests.tolerance import assert_at_least, assert_close
 
-pytestmark = pytest.mark.kernel
+pytestmark = [
+    pytest.mark.kernel,
+    pytest.mark.skipif(os.geteuid() != 0, reason="the kernel backend tests need root for namespaces and qdiscs"),
+]
 SIZE = 4_000_000
 
 

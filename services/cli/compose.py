@@ -1,0 +1,140 @@
+"""`pdd-emu compose plan | chaos | netem`: the Docker Compose deployment's helpers (docs/compose.md).
+
+    pdd-emu compose plan --scenario pdd-mini --set wan.delay_s=20ms --out plan.json
+    pdd-emu compose chaos --plan plan.json set delay=50ms rate=5gbit
+    pdd-emu compose chaos --plan plan.json partition --duration 5s
+    pdd-emu compose netem --plan plan.json          # inside wan-link's network namespace
+
+The scenario and overrides may come from PDD_EMU_SCENARIO and PDD_EMU_SET (whitespace-
+separated KEY=VALUE); `--set` flags are applied after PDD_EMU_SET, so they win.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from services.cli.errors import fail
+
+SCENARIO_ENV, SET_ENV = "PDD_EMU_SCENARIO", "PDD_EMU_SET"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    compose = sub.add_parser("compose", help="helpers of the Docker Compose deployment (plan, chaos, kernel netem)")
+    verbs = compose.add_subparsers(dest="compose_command", metavar="VERB", required=True)
+
+    plan = verbs.add_parser("plan", help="write the mesh plan every container reads")
+    plan.add_argument("--scenario", default=os.environ.get(SCENARIO_ENV),
+                      help=f"a preset name or a scenario YAML file (default: ${SCENARIO_ENV})")
+    plan.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                      help=f"override a scenario field, after those in ${SET_ENV} (repeatable)")
+    plan.add_argument("--out", type=Path, required=True, help="where to write plan.json")
+    plan.set_defaults(func=cmd_plan)
+
+    chaos = verbs.add_parser("chaos", help="change the WAN at run time through the links' control APIs")
+    chaos.add_argument("--plan", type=Path, required=True, help="the plan the mesh runs")
+    chaos.add_argument("--link", action="append", default=[], metavar="NAME",
+                       help="act on this link only (repeatable; default: every link of --runner)")
+    chaos.add_argument("--runner", default="wan-link", help="the link container to act on (default: %(default)s)")
+    actions = chaos.add_subparsers(dest="action", metavar="ACTION", required=True)
+    actions.add_parser("stats", help="print each link's config and counters")
+    change = actions.add_parser("set", help="set link fields in emulated units, e.g. delay=50ms rate=5gbit")
+    change.add_argument("fields", nargs="+", metavar="FIELD=VALUE")
+    part = actions.add_parser("partition", help="cut the links: hold bytes (blackhole) or reset connections")
+    part.add_argument("--mode", choices=("blackhole", "reject"), default="blackhole")
+    part.add_argument("--direction", choices=("up", "down", "both"), default="both")
+    part.add_argument("--duration", default=None, help="e.g. 5s; until `heal` when absent")
+    actions.add_parser("heal", help="end a partition")
+    sched = actions.add_parser("schedule", help="play a netem schedule YAML on the KV links (real units)")
+    sched.add_argument("file", type=Path)
+    actions.add_parser("unschedule", help="stop the schedule; links keep their current settings")
+    chaos.set_defaults(func=cmd_chaos)
+
+    netem = verbs.add_parser("netem", help="shape a link runner's WAN with kernel qdiscs, or say why not")
+    netem.add_argument("--plan", type=Path, required=True)
+    netem.add_argument("--runner", default="wan-link")
+    netem.set_defaults(func=cmd_netem)
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from services.launcher.compose_plan import ComposePlanError, build_compose_plan
+    from services.scenario import ScenarioError, load_scenario
+
+    if not args.scenario:
+        fail(f"give --scenario or set ${SCENARIO_ENV}")
+    overrides = os.environ.get(SET_ENV, "").split() + args.overrides
+    try:
+        plan = build_compose_plan(load_scenario(args.scenario, overrides))
+    except (ScenarioError, ComposePlanError) as exc:
+        fail(str(exc))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    plan.save(args.out)
+    runners = sorted({link.runner for link in plan.links if link.runner})
+    print(f"plan: {plan.scenario.name} ({plan.scenario.mode.value}), services "
+          f"{', '.join(f'{s.name}@{s.host}' for s in plan.services)}; {len(plan.links)} links on "
+          f"{', '.join(runners)}; overrides {overrides or 'none'} -> {args.out}", flush=True)
+    return 0
+
+
+def chaos_patch(link, fields: dict[str, str], byte_scale: float) -> dict:  # type: ignore[no-untyped-def]
+    """A PATCH /config body for one link from fields in emulated units (KV links carry bytes / byte_scale)."""
+    from services.units import parse_rate, parse_size
+
+    patch: dict[str, object] = dict(fields)
+    if link.purpose == "kv":
+        if "rate" in fields and fields["rate"] not in ("", "none", "unlimited"):
+            patch["rate"] = parse_rate(fields["rate"]) / byte_scale
+        if "queue" in fields:
+            patch["queue"] = max(65536, int(parse_size(fields["queue"]) / byte_scale))
+    return {"both": patch}
+
+
+def cmd_chaos(args: argparse.Namespace) -> int:
+    from services.launcher.link_host import control_call
+    from services.launcher.plan import MeshPlan
+
+    plan = MeshPlan.load(args.plan)
+    links = [l for l in plan.links if l.runner == args.runner and (not args.link or l.name in args.link)]
+    if not links:
+        fail(f"no link matches runner {args.runner!r} and {args.link or 'any name'}; plan links: "
+             f"{[l.name for l in plan.links]}")
+    fields = dict(_field(text) for text in getattr(args, "fields", []))
+    failed = False
+    for link in links:
+        base = f"http://{link.host}:{link.control_port}"
+        if args.action == "stats":
+            reply = {"config": control_call("GET", f"{base}/config"), "stats": control_call("GET", f"{base}/stats")}
+        elif args.action == "set":
+            reply = control_call("PATCH", f"{base}/config", chaos_patch(link, fields, plan.scenario.byte_scale))
+        elif args.action == "partition":
+            reply = control_call("POST", f"{base}/partition",
+                          {"mode": args.mode, "direction": args.direction, "duration": args.duration})
+        elif args.action == "heal":
+            reply = control_call("DELETE", f"{base}/partition")
+        elif args.action == "schedule":
+            if link.purpose != "kv":
+                continue
+            reply = control_call("POST", f"{base}/schedule", text=args.file.read_text())
+        else:
+            reply = control_call("DELETE", f"{base}/schedule")
+        failed |= "error" in reply
+        print(json.dumps({"link": link.name, **reply}), flush=True)
+    return 1 if failed else 0
+
+
+def _field(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        fail(f"{text!r} is not FIELD=VALUE (fields: delay, jitter, jitter_dist, rate, queue, loss, ...)")
+    return key, value
+
+
+def cmd_netem(args: argparse.Namespace) -> int:
+    from services.launcher.link_host import kernel_takeover
+    from services.launcher.plan import MeshPlan
+
+    return kernel_takeover(MeshPlan.load(args.plan), args.runner,
+                           report=lambda line: print(line, file=sys.stderr, flush=True))

@@ -1,0 +1,45 @@
+"""`pdd-emu experiment NAME [--quick] [--out DIR] [--json]`: reproduce one measurement of the PDD report.
+
+NAME is paper, bathtub, handoff or wan (docs/results.md). The report, figures
+and result.json go to OUT/NAME; the table "paper | emulated | ratio" is
+printed, or with --json one JSON object of the headline figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+import sys
+from pathlib import Path
+
+NAMES = ("paper", "bathtub", "handoff", "wan")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("experiment", help="reproduce a measurement of the PDD report (docs/results.md)")
+    p.add_argument("name", choices=NAMES, help="which measurement")
+    p.add_argument("--quick", action="store_true", help="a short run that shows the direction of each effect")
+    p.add_argument("--out", type=Path, default=Path("out/experiments"), help="reports go to OUT/NAME")
+    p.add_argument("--json", action="store_true", help="print only the headline figures, as one JSON object")
+    p.set_defaults(func=cmd_experiment)
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt  # meshes are stopped by the runs' own cleanup on the way out
+
+
+def cmd_experiment(args: argparse.Namespace) -> int:
+    from services.experiments.runner import run_experiment
+
+    signal.signal(signal.SIGTERM, _interrupt)
+    log = (lambda line: print(line, file=sys.stderr, flush=True)) if args.json else \
+        (lambda line: print(line, flush=True))
+    result = asyncio.run(run_experiment(args.name, args.quick, args.out / args.name, log))
+    if args.json:
+        print(json.dumps(result.headline))
+    else:
+        print(result.markdown())
+        print(f"report: {(args.out / args.name / 'report.md').resolve()}")
+    return 0

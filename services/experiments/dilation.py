@@ -1,0 +1,77 @@
+"""Time dilation: run an emulated deployment k times slower than real time, then report in emulated time.
+
+Each output token costs the emulator about a third of a millisecond of Python
+(decode, router, client together), so a deployment that emits more tokens per
+second than the machine's CPUs can carry would be measured on the emulator's
+overhead, not on its model. Dilating time by k divides the real token rate by
+k and leaves every emulated quantity alone (docs/results.md §Time dilation):
+
+    real step time      = k x roofline step time    (Scenario.time_dilation)
+    real link rate      = emulated rate / k,  real delay and jitter = k x emulated
+    real SLA, timeouts, transfer threshold, think time = k x emulated
+    real offered rate   = emulated rate / k
+    reported durations  = real durations / k
+
+The emulator's own overheads (event-loop lag, RPC latency) shrink by k when
+read in emulated time, which is the point.
+"""
+
+from __future__ import annotations
+
+from services.scenario import LinkSpec, Scenario
+
+_RECORD_SECONDS = ("send_s", "ttft_s", "tpot_s", "e2e_s", "elapsed_s")
+_PDD_SECONDS = ("kv_transfer_s",)
+
+
+def dilate_link(link: LinkSpec, k: float) -> LinkSpec:
+    if link.schedule is not None:
+        raise ValueError("a link schedule's times are not dilated; run it undilated (time dilation 1)")
+    return link.model_copy(update={"rate_bps": link.rate_bps / k, "delay_s": link.delay_s * k,
+                                   "jitter_s": link.jitter_s * k})
+
+
+def dilate_scenario(scenario: Scenario, k: float) -> Scenario:
+    """The same deployment with every duration stretched by k and every rate divided by k."""
+    if k < 1:
+        raise ValueError(f"time dilation {k!r} must be at least 1")
+    if k == 1:
+        return scenario
+    return scenario.model_copy(update={
+        "time_dilation": k,
+        "rdma": dilate_link(scenario.rdma, k),
+        "wan": dilate_link(scenario.wan, k),
+        "sla": scenario.sla.model_copy(update={"ttft_s": scenario.sla.ttft_s * k, "tpot_s": scenario.sla.tpot_s * k}),
+        "pdd": scenario.pdd.model_copy(update={"transfer_threshold_s": scenario.pdd.transfer_threshold_s * k}),
+        "request_timeout_s": scenario.request_timeout_s * k,
+        "transfer_timeout_s": scenario.transfer_timeout_s * k,
+    })
+
+
+def to_emulated_record(record: dict, k: float) -> dict:
+    """A request record read in emulated time: every duration divided by k (timestamps stay wall-clock)."""
+    if k == 1:
+        return record
+    out = dict(record)
+    for key in _RECORD_SECONDS:
+        if out.get(key) is not None:
+            out[key] = out[key] / k
+    out["itl_s"] = [gap / k for gap in out.get("itl_s") or []]
+    pdd = out.get("pdd")
+    if pdd:
+        pdd = dict(pdd)
+        for key in _PDD_SECONDS:
+            if pdd.get(key) is not None:
+                pdd[key] = pdd[key] / k
+        if pdd.get("handoff"):
+            handoff = dict(pdd["handoff"])
+            if handoff.get("stall_s") is not None:
+                handoff["stall_s"] = handoff["stall_s"] / k
+            pdd["handoff"] = handoff
+        out["pdd"] = pdd
+    return out
+
+
+def dilation_for(rate: float, mean_output_tokens: float, real_tokens_per_s: float) -> float:
+    """The smallest k >= 1 that keeps the real output-token rate at or under `real_tokens_per_s`."""
+    return max(1.0, rate * mean_output_tokens / real_tokens_per_s)

@@ -1,0 +1,96 @@
+"""Run one deployment: start its mesh, climb a staircase of offered rates, read the services' own numbers.
+
+Besides the client's summary, a run keeps what only the services know: every
+process's event-loop lag (how late a 10 ms timer fired) and the engines' worst
+step lateness, the emulator's own overhead, so a result can say whether the
+emulator distorted it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from loadgen.summary import SlaConfig, Summary
+from services.launcher.plan import MeshPlan, build_plan
+from services.launcher.processes import start_mesh, stop_processes
+from services.scenario import Scenario
+from services.scenario.cost import cost_per_hour
+from services.experiments.dilation import dilate_scenario
+from services.experiments.steady import Staircase, StepResult, run_staircase
+
+STATS_TIMEOUT_S = 10.0
+
+
+@dataclass
+class MeshRun:
+    """One deployment up one staircase, in emulated time: a summary per window and the services' view."""
+
+    scenario: Scenario  # undilated
+    stairs: Staircase
+    steps: list[StepResult]
+    loop_lag_p99_s: dict[str, float] = field(default_factory=dict)  # real seconds, per service
+    engine_late_max_s: float = 0.0  # real seconds: worst step wake-up after its deadline
+    wall_s: float = 0.0
+
+    @property
+    def cost_per_hour(self) -> float:
+        return cost_per_hour(self.scenario)
+
+    @property
+    def worst_loop_lag_s(self) -> float:
+        """p99 event-loop lag of the busiest service, in emulated time (real lag / dilation)."""
+        return max(self.loop_lag_p99_s.values(), default=0.0) / self.stairs.dilation
+
+    def step_at(self, rate: float) -> StepResult | None:
+        return next((s for s in self.steps if abs(s.window.rate - rate) < 1e-9), None)
+
+    def wan_utilisation(self, step: StepResult) -> float:
+        """Emulated WAN bytes of the window's requests against what the line could carry in the window."""
+        seconds = step.window.end_s - step.window.start_s
+        return step.summary.wan_bytes * 8 / (self.scenario.wan.rate_bps * seconds)
+
+
+def records_of(step: StepResult) -> list[dict]:
+    lines = (step.window_dir / "requests.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+def _get_json(url: str) -> dict:
+    with urllib.request.urlopen(url, timeout=STATS_TIMEOUT_S) as reply:
+        return json.loads(reply.read())
+
+
+def service_overheads(plan: MeshPlan, reset: bool = False) -> tuple[dict[str, float], float]:
+    """Every service's p99 event-loop lag and the worst engine step lateness, in real seconds."""
+    query = "?reset_lag=1" if reset else ""
+    lags, late = {}, 0.0
+    for service in plan.services:
+        stats = _get_json(f"http://{service.host}:{service.http_port}/stats{query}")
+        lags[service.name] = stats["loop_lag_s"]["p99"]
+        for instance in stats.get("instances", {}).values():
+            late = max(late, instance["late_seconds_max"])
+    return lags, late
+
+
+async def run_deployment(scenario: Scenario, workload: str, stairs: Staircase, out_dir: Path) -> MeshRun:
+    """Start `scenario`'s mesh (dilated by the staircase's factor), climb it, read the services, stop the mesh."""
+    shutil.rmtree(out_dir, ignore_errors=True)
+    plan = build_plan(dilate_scenario(scenario, stairs.dilation))
+    started = time.monotonic()
+    processes = await asyncio.to_thread(start_mesh, plan, out_dir / "mesh")
+    try:
+        await asyncio.to_thread(service_overheads, plan, True)  # start-up is not part of the run
+        url = f"http://{plan.router.host}:{plan.router.http_port}"
+        steps = await run_staircase(url, scenario.model, workload, stairs, out_dir / "bench",
+                                    SlaConfig(ttft_s=scenario.sla.ttft_s, tpot_s=scenario.sla.tpot_s),
+                                    label=scenario.name, cost_per_hour=cost_per_hour(scenario))
+        lags, late = await asyncio.to_thread(service_overheads, plan)
+    finally:
+        await asyncio.to_thread(stop_processes, processes)
+    return MeshRun(scenario, stairs, steps, lags, late, time.monotonic() - started)

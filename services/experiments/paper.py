@@ -1,0 +1,176 @@
+"""`experiment paper`: the report's three deployments, scaled, under its agentic workload (docs/results.md §Paper).
+
+1. The intra-DC baseline climbs the rate staircase first. Its highest rate
+   within SLA is the reference rate, at which every deployment's TTFTs are
+   compared; the mean missed tokens of that window size the WAN line to the
+   report's utilisation (services/experiments/scaling.py).
+2. Cross-DC PD and PDD climb the same staircase over that line.
+3. Max goodput per deployment, cost, BCR = max goodput / cost, and the headline
+   figures against the report's.
+
+Each deployment runs at a time dilation that keeps the real output-token rate
+at its top step under `real_tokens_per_s` (services/experiments/dilation.py).
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from loadgen.spec import parse_spec
+from services.experiments import reported
+from services.experiments.comparison import Row
+from services.experiments.dilation import dilation_for
+from services.experiments.goodput import MaxGoodput, max_goodput
+from services.experiments.meshrun import MeshRun, records_of, run_deployment
+from services.experiments.rates import Step
+from services.experiments.scaling import gpu_count, line_for, report_utilisation, with_wan
+from services.experiments.steady import Staircase
+from services.scenario import load_scenario
+
+WORKLOAD = "agentic:context=64K,output=512..1K"
+DEPLOYMENTS = {"pd-intra": "paper-pd-intra", "pd-cross": "paper-pd-cross", "pdd": "paper-pdd"}
+
+
+@dataclass(frozen=True)
+class PaperConfig:
+    rates: tuple[float, ...]  # emulated requests per second, climbed in order
+    first_ramp_s: float
+    step_ramp_s: float
+    settle_s: float
+    measure_s: float
+    real_tokens_per_s: float = 2000.0  # the emulator's comfortable output-token rate on this machine
+    workload: str = WORKLOAD
+    seed: int = 0
+
+    def staircase(self) -> tuple[Step, ...]:
+        return tuple(Step(rate, self.first_ramp_s if i == 0 else self.step_ramp_s, self.settle_s, self.measure_s)
+                     for i, rate in enumerate(self.rates))
+
+    @property
+    def dilation(self) -> float:
+        mean_output = parse_spec(self.workload).output.mean
+        return dilation_for(max(self.rates), mean_output, self.real_tokens_per_s)
+
+
+QUICK = PaperConfig(rates=(2.0,), first_ramp_s=30.0, step_ramp_s=0.0, settle_s=15.0, measure_s=30.0)
+FULL = PaperConfig(rates=(2.0, 4.0, 6.0, 8.0, 10.0), first_ramp_s=60.0, step_ramp_s=10.0, settle_s=20.0,
+                   measure_s=45.0)
+
+
+@dataclass
+class DeploymentResult:
+    key: str
+    run: MeshRun
+    goodput: MaxGoodput
+    reference_rate: float
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def reference(self):
+        return self.run.step_at(self.reference_rate)
+
+    @property
+    def goodput_rps(self) -> float | None:
+        """Max goodput; a single-rate run has only its SLA goodput at that rate (rate x attainment)."""
+        if len(self.run.steps) == 1:
+            step = self.run.steps[0]
+            return step.window.rate * step.summary.sla_attainment
+        return self.goodput.rate
+
+    @property
+    def bcr(self) -> float | None:
+        return None if self.goodput_rps is None else self.goodput_rps / self.run.cost_per_hour
+
+    def summary(self) -> dict:
+        step = self.reference
+        ttft = step.summary.ttft_s if step else None
+        gpus = gpu_count(self.run.scenario)
+        return {
+            "scenario": self.run.scenario.name, "gpus_a": gpus.a, "gpus_b": gpus.b,
+            "cost_per_hour": round(self.run.cost_per_hour, 2),
+            "ttft_s": None if ttft is None else {"p50": ttft.p50, "p90": ttft.p90, "p99": ttft.p99},
+            "tpot_p50_s": step.summary.tpot_s.p50 if step else None,
+            "attainment_by_rate": {s.window.rate: s.summary.sla_attainment for s in self.run.steps},
+            "max_goodput_rps": self.goodput_rps, "max_goodput_bounded": self.goodput.bounded,
+            "bcr": self.bcr, "rld_token_share": step.summary.rld_token_share if step else None,
+            "wan_utilisation": self.run.wan_utilisation(step) if step and self.run.scenario.wan_price_per_hour
+            else None,
+            "pipelines": step.summary.pipelines if step else {},
+            "time_dilation": self.run.stairs.dilation,
+            "loop_lag_p99_emulated_s": self.run.worst_loop_lag_s,
+            "engine_late_max_emulated_s": self.run.engine_late_max_s / self.run.stairs.dilation,
+            **self.extra,
+        }
+
+
+def missed_tokens_mean(run: MeshRun, rate: float) -> float:
+    records = records_of(run.step_at(rate))
+    return statistics.fmean(r["prompt_tokens"] * (1 - r["hit_rate"]) for r in records)
+
+
+async def run_paper(config: PaperConfig, out_dir: Path, log=print) -> tuple[dict, dict[str, MeshRun]]:
+    """The result (headline, setup, per-deployment summaries) and each deployment's run."""
+    stairs = Staircase(config.staircase(), seed=config.seed, dilation=config.dilation)
+    log(f"paper: rates {list(config.rates)} req/s (emulated), time dilation {stairs.dilation:.2f}")
+    intra_scenario = load_scenario(DEPLOYMENTS["pd-intra"])
+    intra = await run_deployment(intra_scenario, config.workload, stairs, out_dir / "pd-intra")
+    attainment = {s.window.rate: s.summary.sla_attainment for s in intra.steps}
+    intra_goodput = max_goodput(attainment)
+    reference = intra_goodput.highest_passing or min(attainment)
+    missed = missed_tokens_mean(intra, reference)
+    line = line_for(reference, missed)
+    log(f"  pd-intra: attainment {attainment}; reference rate {reference:g} req/s, "
+        f"{missed:.0f} missed tokens per request -> WAN {line / 1e9:.3f} Gbit/s")
+    results = {"pd-intra": DeploymentResult("pd-intra", intra, intra_goodput, reference)}
+    for key in ("pd-cross", "pdd"):
+        scenario = with_wan(load_scenario(DEPLOYMENTS[key]), line)
+        run = await run_deployment(scenario, config.workload, stairs, out_dir / key)
+        attainment = {s.window.rate: s.summary.sla_attainment for s in run.steps}
+        results[key] = DeploymentResult(key, run, max_goodput(attainment), reference)
+        log(f"  {key}: attainment {attainment}")
+    return assemble(results, config, reference, missed, line), {key: r.run for key, r in results.items()}
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b in (None, 0) else a / b
+
+
+def assemble(results: dict[str, DeploymentResult], config: PaperConfig, reference: float, missed: float,
+             line: float) -> dict:
+    summaries = {key: r.summary() for key, r in results.items()}
+    p99 = {key: (s["ttft_s"] or {}).get("p99") for key, s in summaries.items()}
+    cost = {key: r.run.cost_per_hour for key, r in results.items()}
+    goodput_gain = _ratio(results["pdd"].goodput_rps, results["pd-intra"].goodput_rps)
+    bcr_gain = _ratio(results["pdd"].bcr, results["pd-intra"].bcr)
+    headline = {
+        "ttft_p99_reduction": None if _ratio(p99["pdd"], p99["pd-cross"]) is None
+        else 1 - p99["pdd"] / p99["pd-cross"],
+        "goodput_gain": None if goodput_gain is None else goodput_gain - 1,
+        "bcr_gain": None if bcr_gain is None else bcr_gain - 1,
+        "rld_token_share": summaries["pdd"]["rld_token_share"],
+    }
+    return {
+        "headline": headline,
+        "setup": {"rates_rps": list(config.rates), "reference_rate_rps": reference, "workload": config.workload,
+                  "missed_tokens_mean": missed, "wan_line_bps": line, "wan_utilisation_target": report_utilisation(),
+                  "line_scale": line / reported.SETUP_LINE_BPS, "cost_reduction": 1 - cost["pdd"] / cost["pd-intra"]},
+        "deployments": summaries,
+    }
+
+
+def comparison_rows(result: dict) -> list[Row]:
+    h, d = result["headline"], result["deployments"]
+    rows = [
+        Row("TTFT P99 reduction, PDD vs cross-DC PD", reported.TTFT_P99_REDUCTION, h["ttft_p99_reduction"], "%"),
+        Row("SLA goodput gain, PDD vs intra-DC PD", reported.GOODPUT_GAIN, h["goodput_gain"], "%"),
+        Row("BCR gain, PDD vs intra-DC PD", reported.BCR_GAIN, h["bcr_gain"], "%"),
+        Row("cost reduction, PDD vs intra-DC PD", reported.COST_REDUCTION, result["setup"]["cost_reduction"], "%"),
+        Row("RLD share of output tokens", reported.RLD_TOKEN_SHARE, h["rld_token_share"], "%"),
+    ]
+    for key, paper in reported.TTFT_S.items():
+        ttft = d[key]["ttft_s"] or {}
+        for i, q in enumerate(("p50", "p90", "p99")):
+            rows.append(Row(f"TTFT {q.upper()} {key}", paper[i], ttft.get(q), "s"))
+    return rows

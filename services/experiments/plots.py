@@ -1,0 +1,84 @@
+"""The experiments' figures (PNG), drawn with loadgen's figure helpers so every plot looks alike."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from loadgen.report.plots import new_figure, save
+from services.experiments.bathtub import BathtubPoint
+from services.experiments.goodput import THRESHOLD
+
+
+def plot_attainment(attainment: dict[str, dict[float, float]], path: Path) -> Path:
+    """SLA attainment against offered rate, one line per deployment, with the 90% bar."""
+    figure = new_figure(7.5, 4.5)
+    axes = figure.add_subplot()
+    for label, points in attainment.items():
+        rates = sorted(points)
+        axes.plot(rates, [points[r] for r in rates], marker="o", label=label)
+    axes.axhline(THRESHOLD, color="gray", linestyle=":", label="90% within SLA")
+    axes.set_xlabel("offered rate (req/s, emulated)")
+    axes.set_ylabel("share of requests within SLA")
+    axes.set_ylim(0, 1.05)
+    axes.grid(alpha=0.3)
+    axes.legend()
+    return save(figure, path)
+
+
+def plot_ttft_cdfs(ttfts: dict[str, list[float]], sla_s: float, path: Path, title: str) -> Path:
+    figure = new_figure(7.5, 4.5)
+    axes = figure.add_subplot()
+    for label, values in ttfts.items():
+        ordered = np.sort(values)
+        axes.step(ordered, np.arange(1, ordered.size + 1) / ordered.size, where="post", label=label)
+    axes.axvline(sla_s, color="gray", linestyle=":", label=f"SLA {sla_s:g} s")
+    axes.set_xscale("log")
+    axes.set_xlabel("TTFT (s, emulated)")
+    axes.set_ylabel("share of requests")
+    axes.set_title(title)
+    axes.grid(alpha=0.3)
+    axes.legend()
+    return save(figure, path)
+
+
+def plot_bathtub(curves: dict[str, list[BathtubPoint]], dips: dict[str, list[float]], path: Path) -> Path:
+    """Top: uncached tokens per second (the dips); bottom: requests per second and max goodput."""
+    figure = new_figure(9.0, 7.5)
+    top, bottom = figure.add_subplot(2, 1, 1), figure.add_subplot(2, 1, 2)
+    for label, points in curves.items():
+        hits = [p.hit_rate * 100 for p in points]
+        top.plot(hits, [p.compute_tokens_per_s / 1e3 for p in points], label=label, lw=1.2)
+        bottom.plot(hits, [p.throughput_rps for p in points], label=f"{label}: throughput", lw=1.2)
+        goodput = [(p.hit_rate * 100, p.goodput_rps) for p in points if p.goodput_rps is not None]
+        if goodput:
+            bottom.plot(*zip(*goodput), linestyle="--", marker=".", label=f"{label}: max goodput")
+    for label, hits in dips.items():
+        for hit in hits:
+            top.axvline(hit * 100, color="tab:red", alpha=0.15, lw=3)
+    top.set_ylabel("uncached tokens/s (thousands)")
+    top.set_title("prefill throughput against prefix hit rate (shaded: small tail chunks)")
+    bottom.set_yscale("log")
+    bottom.set_xlabel("prefix hit rate (%)")
+    bottom.set_ylabel("requests/s")
+    for axes in (top, bottom):
+        axes.grid(alpha=0.3)
+        axes.legend(fontsize=8)
+    return save(figure, path)
+
+
+def plot_cdfs(samples: dict[str, list[float]], path: Path, xlabel: str, title: str, log_x: bool = True) -> Path:
+    figure = new_figure(7.5, 4.5)
+    axes = figure.add_subplot()
+    for label, values in samples.items():
+        ordered = np.sort(values)
+        axes.step(ordered, np.arange(1, ordered.size + 1) / ordered.size, where="post", label=label)
+    if log_x:
+        axes.set_xscale("log")
+    axes.set_xlabel(xlabel)
+    axes.set_ylabel("share")
+    axes.set_title(title)
+    axes.grid(alpha=0.3)
+    axes.legend()
+    return save(figure, path)
