@@ -8,10 +8,10 @@ PYTEST_ARGS ?=
 SCENARIO ?= pdd-mini
 
 .DEFAULT_GOAL := help
-.PHONY: help venv run test test-fast bench up down logs clean
+.PHONY: help venv run test test-fast test-compose bench up down logs clean
 
 help: ## list the targets
-	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "pdd-emu needs Python 3.11+"; exit 1; }
@@ -33,6 +33,21 @@ test-fast: $(STAMP) ## unit tests only (no processes, namespaces or docker)
 
 bench: $(STAMP) ## run the benchmarks; results are printed and written to docs/
 	$(BIN)/python benchmarks/run_all.py
+
+COMPOSE := docker compose -f compose/compose.yaml
+
+up: ## run the mesh as Docker containers (PDD_EMU_SCENARIO, PDD_EMU_SET, PDD_EMU_PORT; docs/compose.md)
+	PDD_EMU_SCENARIO=$${PDD_EMU_SCENARIO:-$(SCENARIO)} $(COMPOSE) up -d --build --wait
+	@echo "router: http://localhost:$${PDD_EMU_PORT:-8000}"
+
+down: ## stop the Docker mesh and remove its plan volume
+	$(COMPOSE) --profile load --profile chaos --profile netem down -v --remove-orphans
+
+logs: ## follow the Docker mesh's logs
+	$(COMPOSE) logs -f
+
+test-compose: $(STAMP) ## the Docker tests: build, run both DCs, break and recover (needs a Docker engine)
+	$(BIN)/python -m pytest -m compose tests/compose $(PYTEST_ARGS)
 
 clean: ## remove the virtual environment and outputs
 	rm -rf $(VENV) out .pytest_cache

@@ -19,6 +19,11 @@ if TYPE_CHECKING:
     from netem.link import UserspaceLink
 
 READ_BYTES = 1 << 20
+# On a shaped direction the kernel's receive buffer would otherwise autotune to megabytes and
+# hold the sender's bytes outside the link's bounded queue: the sender would finish "sending"
+# (and could no longer cancel) long before the line carried the bytes. docs/netem.md §Backpressure.
+MIN_SHAPED_RCVBUF = 16 * 1024
+MAX_SHAPED_RCVBUF = 4 * 1024 * 1024
 _LINGER_RESET = struct.pack("ii", 1, 0)  # SO_LINGER on, timeout 0: close() sends RST
 
 
@@ -33,6 +38,11 @@ class Endpoint(asyncio.BufferedProtocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)
+        config = self.inbound.direction.config
+        sock = self.transport.get_extra_info("socket")
+        if config.rate and sock is not None:
+            size = min(max(config.queue // 2, MIN_SHAPED_RCVBUF), MAX_SHAPED_RCVBUF)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, size)
         self.inbound.source = self.transport
         self.outbound.sink = self.transport
         self.conn.endpoint_ready(self)
@@ -93,6 +103,9 @@ class Connection:
         link.register(self)
 
     def endpoint_ready(self, endpoint: Endpoint) -> None:
+        if self.closed:
+            endpoint.abort(reset=True)  # the upstream leg came up after the connection was reset
+            return
         if endpoint is self.client:
             # Hold the client's bytes until the upstream leg exists.
             endpoint.transport.pause_reading()  # type: ignore[union-attr]

@@ -27,12 +27,13 @@ class RelayOverload:
     workload: str
     rate: float
     duration_s: float
+    burst: int = 1  # requests arriving together, as an agent's fan-out of tool calls does
     name: str = "relay-overload"
 
     async def apply(self, run: RunContext) -> Window:
         relay = run.mesh.services(Role.RELAY_DECODE)[0]
         capacity = relay.pool.count * run.mesh.scenario.engine.max_running
-        flood = Traffic(run.target, self.workload, self.rate, "overload", run.seed + 1)
+        flood = Traffic(run.target, self.workload, self.rate, "overload", run.seed + 1, self.burst)
         run.traffics.append(flood)
         stop = asyncio.Event()
         start = run.now()
@@ -52,7 +53,7 @@ class RelayOverload:
         return Window(self.name, start, run.now(), {
             "relay_capacity": capacity, "relay_peak_held": peak_held, "relay_peak_waiting": peak_waiting,
             "relay_peak_load": round(peak_held / capacity, 3), "samples": samples,
-            "offered_rps": self.rate})
+            "offered_rps": self.rate, "burst": self.burst})
 
 
 @dataclass(frozen=True)

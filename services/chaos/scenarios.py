@@ -79,10 +79,12 @@ SCENARIOS: dict[str, ChaosScenario] = {s.name: s for s in (
     ChaosScenario(
         "rld-overload", "low-hit traffic offered far above the relay tier's capacity", modes=("pdd",),
         phases=lambda quick, mode, rng: [RelayOverload("poisson:input=2K,output=64..96", rate=8,
-                                                       duration_s=15 if quick else 60)],
-        # A small relay (8 sequences on one L40S) behind a 2 s WAN: every fresh request wants the relay.
+                                                       duration_s=15 if quick else 60, burst=6)],
+        # A small relay (8 sequences on one L40S) behind a 2 s WAN: every fresh request wants the relay. The
+        # WAN's queue holds rate x (delay + 1 s), so the line is not what saturates (docs/netem.md: the
+        # queue bound counts propagating bytes).
         overrides=("engine.max_running=8", "pools.main-decode.count=8", "pools.relay-decode.gpu=l40s",
-                   "wan.delay_s=2s", "wan.rate_bps=100gbit"),
+                   "wan.delay_s=2s", "wan.rate_bps=100gbit", "wan.queue_bytes=40GiB"),
         check=_overload_check),
     ChaosScenario("slow-consumer", "clients that read their stream slowly, or hang up in the middle of it",
                   lambda quick, mode, rng: [SlowConsumers(duration_s=10 if quick else 30, every_s=1.0)]),

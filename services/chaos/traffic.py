@@ -24,8 +24,8 @@ NON_STREAMED_EVERY = 8  # one request in eight asks for a whole body: both answe
 
 
 class Traffic:
-    def __init__(self, target: Target, workload_spec: str, rate: float, tag: str, seed: int) -> None:
-        self.target, self.rate, self.tag = target, rate, tag
+    def __init__(self, target: Target, workload_spec: str, rate: float, tag: str, seed: int, burst: int = 1) -> None:
+        self.target, self.rate, self.tag, self.burst = target, rate, tag, burst
         rng = random.Random(seed)
         self.workload = build_workload(parse_spec(workload_spec), random.Random(rng.getrandbits(64)))
         self._gaps = random.Random(rng.getrandbits(64))
@@ -39,7 +39,8 @@ class Traffic:
         loop = asyncio.get_running_loop()
         next_at = loop.time()
         while True:
-            next_at += self._gaps.expovariate(self.rate)  # Poisson arrivals (docs/loadgen.md §Arrivals)
+            # Poisson arrivals (docs/loadgen.md §Arrivals) of `burst` requests at once, `rate` per second on average.
+            next_at += self._gaps.expovariate(self.rate / self.burst)
             delay = next_at - loop.time()
             if delay > 0:
                 try:
@@ -48,9 +49,10 @@ class Traffic:
                     pass
             if stop.is_set():
                 return
-            picked = self._next_plan()
-            if picked is not None:
-                self._launch(*picked)
+            for _ in range(self.burst):
+                picked = self._next_plan()
+                if picked is not None:
+                    self._launch(*picked)
 
     def _next_plan(self) -> tuple[RequestPlan, Session] | None:
         if self._ready and self._ready[0][0] <= self.target.now():

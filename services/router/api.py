@@ -7,12 +7,16 @@ output length: the emulated model emits no early end-of-sequence.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError, field_validator
 
 MAX_BODY_BYTES = 16 * 1024 * 1024  # a 128K-token prompt as JSON ids fits well within this
+# A request id names the request's KV transfers and rides in gRPC metadata and KV frame headers on
+# every hop, so it must be short plain ASCII; "/" is left out because internal ids append "/handoff".
+REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 
 
 class ApiError(Exception):
@@ -76,12 +80,24 @@ async def parse_body(request: web.Request, schema: type[BaseModel]) -> BaseModel
         raise ApiError(413, f"request body exceeds {MAX_BODY_BYTES} bytes") from exc
     except (ValueError, UnicodeDecodeError) as exc:
         raise ApiError(400, f"body is not valid JSON: {exc}") from exc
+    except RecursionError as exc:  # json.loads recurses once per nesting level
+        raise ApiError(400, "body is not valid JSON: nested too deeply") from exc
     if not isinstance(data, dict):
         raise ApiError(400, f"body must be a JSON object, got {type(data).__name__}")
     try:
         return schema.model_validate(data)
     except ValidationError as exc:
         raise ApiError(400, _first_problem(exc)) from exc
+
+
+def client_request_id(value: str | None) -> str | None:
+    """The caller's x-request-id if it is usable as ours; a 400 otherwise."""
+    if value is None:
+        return None
+    if not REQUEST_ID.fullmatch(value):
+        raise ApiError(400, "x-request-id must be 1 to 128 characters of A-Z a-z 0-9 . _ : -",
+                       code="invalid_request_id")
+    return value
 
 
 def chat_prompt(messages: list[ChatMessage]) -> str:

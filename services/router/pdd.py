@@ -13,6 +13,7 @@ before the handoff, the relay is told to finish the request (a fallback).
 from __future__ import annotations
 
 import asyncio
+import collections
 import time
 from typing import AsyncIterator
 
@@ -38,8 +39,27 @@ async def _lookup_relay(peers: Peers, job: Job):
                                              timeout=2.0, metadata=metadata(job.request_id)) for r in relays))
     except grpc.aio.AioRpcError:
         return None, 0, None  # an unreachable relay: the policy routes P-MD
-    relay, reply = min(zip(relays, replies), key=lambda rr: rr[1].load)
-    return relay, reply.hit_tokens, reply.load
+    loads = [(relay, reply, _relay_load(peers, relay, reply.load)) for relay, reply in zip(relays, replies)]
+    relay, reply, load = min(loads, key=lambda rrl: rrl[2])
+    return relay, reply.hit_tokens, load
+
+
+def relay_dispatches(peers: Peers) -> collections.Counter:
+    """Requests this router has sent to each relay whose relay stream has not ended yet."""
+    if getattr(peers, "relayed", None) is None:
+        peers.relayed = collections.Counter()
+    return peers.relayed
+
+
+def _relay_load(peers: Peers, relay, reported: float) -> float:
+    """The higher of the relay's own load and the load this router's dispatches make.
+
+    A relay counts a request only once its KV has landed and the engine took it; requests still in
+    prefill are invisible to it, so a burst would all see an idle relay and its queue would grow far
+    past relay_max_load. The router's own count closes that gap (docs/pdd.md §Pipeline choice).
+    """
+    capacity = relay.pool.count * peers.plan.scenario.engine.max_running
+    return max(reported, relay_dispatches(peers)[relay.name] / capacity)
 
 
 def policy_of(peers: Peers) -> PipelinePolicy:
@@ -112,6 +132,9 @@ async def _relay_then_main(peers: Peers, job: Job, mode: Mode, md, md_hit: int, 
 
     md_task = asyncio.create_task(drain_main())
     cut = None
+    dispatches = relay_dispatches(peers)
+    dispatches[relay.name] += 1
+    relay_held = True
     try:
         async for event in relay_call:
             if event.HasField("token"):
@@ -125,6 +148,8 @@ async def _relay_then_main(peers: Peers, job: Job, mode: Mode, md, md_hit: int, 
                 break
             cut = relay_stats.handed_off_at
             handed_off.set()
+        dispatches[relay.name] -= 1  # the relay's part is over: handed off, or finished there
+        relay_held = False
         if cut is None:  # the relay produced the last token: singular traffic (or the fallback below)
             md_call.cancel()
             stats["pipeline"] = Pipeline.P_RLD.value if not stats["fallback"] else stats["pipeline"]
@@ -145,6 +170,8 @@ async def _relay_then_main(peers: Peers, job: Job, mode: Mode, md, md_hit: int, 
             raise
         raise map_rpc_error(exc, "relay decode") from exc
     finally:
+        if relay_held:
+            dispatches[relay.name] -= 1
         md_call.cancel()
         relay_call.cancel()
         md_task.cancel()

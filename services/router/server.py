@@ -22,7 +22,9 @@ from services.engine.tokens import WordTokenizer
 from services.launcher.plan import MeshPlan, ServicePlan
 from services.observability import add_ops_routes, serve_until_signalled
 from services.profiles import load_model
-from services.router.api import MAX_BODY_BYTES, ApiError, ChatRequest, CompletionRequest, chat_prompt, parse_body
+from services.router.api import (
+    MAX_BODY_BYTES, ApiError, ChatRequest, CompletionRequest, chat_prompt, client_request_id, parse_body,
+)
 from services.router.metrics import RouterMetrics
 from services.router.pipelines import Finished, Job, Peers, Token, pipeline_for
 
@@ -39,18 +41,22 @@ class Router:
         self.metrics = RouterMetrics(registry)
         self.peers: Peers | None = None
         self.inflight = 0
+        self.active_ids: set[str] = set()
         self.completed = 0
         self.failed = 0
 
     def job(self, request_id: str, prompt: str | list[int], max_tokens: int, seed: int | None) -> Job:
+        # One token per whitespace piece: count them before hashing them all, so a prompt far past the
+        # context is refused without holding the event loop for seconds.
+        length = len(prompt.split()) if isinstance(prompt, str) else len(prompt)
+        if length + max_tokens > self.model.max_context:
+            raise ApiError(400, f"prompt ({length} tokens) plus max_tokens ({max_tokens}) exceeds the model's "
+                                f"context of {self.model.max_context} tokens", code="context_length_exceeded")
         ids = self.tokenizer.encode(prompt) if isinstance(prompt, str) else list(prompt)
         if not ids:
             raise ApiError(400, "prompt has no tokens")
         if isinstance(prompt, list) and not all(0 <= t < self.model.vocab_size for t in ids):
             raise ApiError(400, f"prompt token ids must lie in 0..{self.model.vocab_size - 1}")
-        if len(ids) + max_tokens > self.model.max_context:
-            raise ApiError(400, f"prompt ({len(ids)} tokens) plus max_tokens ({max_tokens}) exceeds the model's "
-                                f"context of {self.model.max_context} tokens", code="context_length_exceeded")
         return Job(request_id, ids, max_tokens, self.scenario.seed if seed is None else seed, time.time())
 
     async def run(self, job: Job) -> AsyncIterator[Token | Finished]:
@@ -85,9 +91,10 @@ def _sse(payload: dict | str) -> bytes:
 
 async def _handle(request: web.Request, chat: bool) -> web.StreamResponse:
     router: Router = request.app[ROUTER_KEY]
-    rid = request.headers.get("x-request-id") or f"cmpl-{uuid.uuid4().hex[:24]}"
-    headers = {"x-request-id": rid}
+    headers: dict[str, str] = {}
     try:
+        rid = client_request_id(request.headers.get("x-request-id") or None) or f"cmpl-{uuid.uuid4().hex[:24]}"
+        headers["x-request-id"] = rid
         body = await parse_body(request, ChatRequest if chat else CompletionRequest)
         if body.model != router.scenario.model:
             raise ApiError(404, f"model {body.model!r} is not served here; this mesh serves {router.scenario.model!r}",
@@ -95,6 +102,9 @@ async def _handle(request: web.Request, chat: bool) -> web.StreamResponse:
         prompt = chat_prompt(body.messages) if chat else body.prompt
         max_tokens = (body.max_completion_tokens or body.max_tokens) if chat else body.max_tokens
         job = router.job(rid, prompt, max_tokens, body.seed)
+        if rid in router.active_ids:  # two live requests under one id would share KV transfers
+            raise ApiError(409, f"a request with x-request-id {rid} is already in flight; ids must be unique",
+                           code="duplicate_request_id")
         if router.inflight >= router.scenario.max_inflight:
             raise ApiError(429, f"{router.inflight} requests in flight; the limit is {router.scenario.max_inflight}",
                            kind="rate_limit_error")
@@ -102,11 +112,13 @@ async def _handle(request: web.Request, chat: bool) -> web.StreamResponse:
         router.metrics.errors.labels(str(exc.status)).inc()
         return web.json_response(exc.body(), status=exc.status, headers=headers)
     router.inflight += 1
+    router.active_ids.add(rid)
     router.metrics.running.inc()
     try:
         return await _respond(request, router, job, body.stream, chat, headers)
     finally:
         router.inflight -= 1
+        router.active_ids.discard(rid)
         router.metrics.running.dec()
 
 

@@ -50,7 +50,11 @@ def _apply_override(data: dict[str, Any], override: str) -> None:
     key, sep, raw = override.partition("=")
     if not sep or not key:
         raise ScenarioError(f"override {override!r} is not of the form key=value")
-    value = yaml.safe_load(raw) if raw else ""
+    try:
+        value = yaml.safe_load(raw) if raw else ""
+    except yaml.YAMLError as exc:
+        problem = str(exc).splitlines()[0]
+        raise ScenarioError(f"override {override!r}: the value is not a YAML scalar ({problem})") from exc
     parts = key.split(".")
     node: Any = data
     for i, part in enumerate(parts[:-1]):

@@ -85,3 +85,11 @@ def test_two_pools_of_one_tier_are_refused():
     crowded = scenario.model_copy(update={"pools": (*scenario.pools, second)})
     with pytest.raises(ComposePlanError, match="both need container prefill"):
         build_compose_plan(crowded)
+
+
+def test_the_example_scenario_file_for_containers_plans():
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[2] / "compose" / "scenarios" / "pdd-long-haul.yaml"
+    plan = build_compose_plan(load_scenario(str(example)))
+    assert plan.scenario.wan.delay_s == pytest.approx(0.04) and plan.scenario.wan.jitter_dist == "uniform"
