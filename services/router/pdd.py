@@ -159,7 +159,7 @@ async def _relay_then_main(peers: Peers, job: Job, mode: Mode, md, md_hit: int, 
                 metadata=metadata(job.request_id))
             stats["wan_transfer_cancelled"] = cancelled.cancelled
         else:
-            job.timeline["handoff"] = time.time()
+            job.timeline["handoff_done"] = time.time()  # the client stream switches to main decode here
             async for token in _main_tokens(md_queue, stats, job, cut):
                 yield token
         reply = await prefill_call
