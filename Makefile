@@ -6,9 +6,10 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 SCENARIO ?= pdd-mini
+LOAD_DURATION ?= 300s
 
 .DEFAULT_GOAL := help
-.PHONY: help venv run test test-fast test-compose bench up down logs clean
+.PHONY: help venv run test test-fast test-compose test-chaos load bench up down logs clean
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -25,11 +26,17 @@ venv: $(STAMP) ## create or update the virtual environment in .venv
 run: $(STAMP) ## the main job: run the mesh and compare modes (writes out/)
 	$(BIN)/pdd-emu demo --out out
 
-test: $(STAMP) ## run the whole test suite
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+test: $(STAMP) ## run the whole test suite (but the compose and chaos stages)
+	$(BIN)/python -m pytest -m "not compose and not chaos" $(PYTEST_ARGS)
 
 test-fast: $(STAMP) ## unit tests only (no processes, namespaces or docker)
 	$(BIN)/python -m pytest -m 'not integration and not kernel and not compose and not chaos and not slow' $(PYTEST_ARGS)
+
+test-chaos: $(STAMP) ## every chaos scenario, quick, in both modes: real meshes under load (about 12 min)
+	$(BIN)/python -m pytest -m chaos tests/chaos $(PYTEST_ARGS)
+
+load: $(STAMP) ## Locust soak of pdd-mini at its rated load: zero errors, RSS of every process (LOAD_DURATION=300s)
+	$(BIN)/pdd-emu chaos soak --duration $(LOAD_DURATION)
 
 bench: $(STAMP) ## run the benchmarks; results are printed and written to docs/
 	$(BIN)/python benchmarks/run_all.py

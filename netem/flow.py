@@ -134,7 +134,10 @@ class Flow:
     def _deliver_eof(self) -> None:
         self.eof_delivered = True
         if self.sink is not None and self.sink.can_write_eof() and not self.sink.is_closing():
-            self.sink.write_eof()
+            try:
+                self.sink.write_eof()
+            except OSError:
+                pass  # the peer reset meanwhile (ENOTCONN): there is no half to close any more
         self.on_eof_delivered()
 
     def _arm(self, when: float) -> None:

@@ -20,6 +20,21 @@ from services.chaos.outcomes import FaultFreeText, Outcome
 SSE_LINE_LIMIT = 1 << 20  # the final chunk carries the pdd stats and their timeline
 
 
+@dataclass(frozen=True)
+class Target:
+    """Where requests go and how they are judged."""
+
+    http: aiohttp.ClientSession
+    url: str
+    model: str
+    expected: FaultFreeText
+    clock_start: float  # perf_counter() at the start of the run: outcome times count from it
+    deadline_s: float  # the client's deadline: the router's request deadline plus a margin
+
+    def now(self) -> float:
+        return time.perf_counter() - self.clock_start
+
+
 class StreamJudge:
     """Reads SSE events of one answer and decides its outcome against the fault-free text."""
 
@@ -85,21 +100,6 @@ def _common_words(a: str, b: str) -> int:
             break
         count += 1
     return count
-
-
-@dataclass(frozen=True)
-class Target:
-    """Where requests go and how they are judged."""
-
-    http: aiohttp.ClientSession
-    url: str
-    model: str
-    expected: FaultFreeText
-    clock_start: float  # perf_counter() at the start of the run: outcome times count from it
-    deadline_s: float  # the client's deadline: the router's request deadline plus a margin
-
-    def now(self) -> float:
-        return time.perf_counter() - self.clock_start
 
 
 async def send_completion(target: Target, outcome: Outcome, prompt: list[int], max_tokens: int,

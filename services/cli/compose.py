@@ -16,8 +16,12 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from services.cli.errors import fail
+
+if TYPE_CHECKING:
+    from services.launcher.plan import LinkPlan
 
 SCENARIO_ENV, SET_ENV = "PDD_EMU_SCENARIO", "PDD_EMU_SET"
 
@@ -79,7 +83,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
-def chaos_patch(link, fields: dict[str, str], byte_scale: float) -> dict:  # type: ignore[no-untyped-def]
+def chaos_patch(link: LinkPlan, fields: dict[str, str], byte_scale: float) -> dict:
     """A PATCH /config body for one link from fields in emulated units (KV links carry bytes / byte_scale)."""
     from services.units import parse_rate, parse_size
 

@@ -25,6 +25,7 @@ from services.experiments.dilation import dilate_scenario
 from services.experiments.steady import Staircase, StepResult, run_staircase
 
 STATS_TIMEOUT_S = 10.0
+WARMUP_WAN_FACTOR = 10.0  # the cold start's burst of first turns is not what the line is sized for
 
 
 @dataclass
@@ -78,18 +79,36 @@ def service_overheads(plan: MeshPlan, reset: bool = False) -> tuple[dict[str, fl
     return lags, late
 
 
+def set_wan_rate(plan: MeshPlan, factor: float) -> None:
+    """Run every WAN link at `factor` x its planned rate (netem's control API; docs/results.md §Steady state)."""
+    for link in plan.links:
+        if link.kind != "wan":
+            continue
+        body = json.dumps({"both": {"rate": link.spec.rate_bps / plan.scenario.byte_scale * factor}}).encode()
+        request = urllib.request.Request(f"http://{link.host}:{link.control_port}/config", data=body, method="PATCH",
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=STATS_TIMEOUT_S) as reply:
+            reply.read()
+
+
 async def run_deployment(scenario: Scenario, workload: str, stairs: Staircase, out_dir: Path) -> MeshRun:
-    """Start `scenario`'s mesh (dilated by the staircase's factor), climb it, read the services, stop the mesh."""
+    """Start `scenario`'s mesh (dilated by the staircase's factor), climb it, read the services, stop the mesh.
+
+    The cold start crosses a WAN running WARMUP_WAN_FACTOR times faster than planned; the line drops
+    to its rate when the first ramp ends, so the windows see a warm deployment on the planned line.
+    """
     shutil.rmtree(out_dir, ignore_errors=True)
     plan = build_plan(dilate_scenario(scenario, stairs.dilation))
     started = time.monotonic()
     processes = await asyncio.to_thread(start_mesh, plan, out_dir / "mesh")
     try:
         await asyncio.to_thread(service_overheads, plan, True)  # start-up is not part of the run
+        await asyncio.to_thread(set_wan_rate, plan, WARMUP_WAN_FACTOR)
         url = f"http://{plan.router.host}:{plan.router.http_port}"
         steps = await run_staircase(url, scenario.model, workload, stairs, out_dir / "bench",
                                     SlaConfig(ttft_s=scenario.sla.ttft_s, tpot_s=scenario.sla.tpot_s),
-                                    label=scenario.name, cost_per_hour=cost_per_hour(scenario))
+                                    label=scenario.name, cost_per_hour=cost_per_hour(scenario),
+                                    after_ramp=lambda: asyncio.to_thread(set_wan_rate, plan, 1.0))
         lags, late = await asyncio.to_thread(service_overheads, plan)
     finally:
         await asyncio.to_thread(stop_processes, processes)

@@ -2,8 +2,9 @@
 
 1. The intra-DC baseline climbs the rate staircase first. Its highest rate
    within SLA is the reference rate, at which every deployment's TTFTs are
-   compared; the mean missed tokens of that window size the WAN line to the
-   report's utilisation (services/experiments/scaling.py).
+   compared; the WAN line is sized so that the reference rate, at the
+   workload's mean missed tokens, loads it to the report's utilisation
+   (services/experiments/scaling.py).
 2. Cross-DC PD and PDD climb the same staircase over that line.
 3. Max goodput per deployment, cost, BCR = max goodput / cost, and the headline
    figures against the report's.
@@ -14,7 +15,6 @@ at its top step under `real_tokens_per_s` (services/experiments/dilation.py).
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,9 +23,9 @@ from services.experiments import reported
 from services.experiments.comparison import Row
 from services.experiments.dilation import dilation_for
 from services.experiments.goodput import MaxGoodput, max_goodput
-from services.experiments.meshrun import MeshRun, records_of, run_deployment
+from services.experiments.meshrun import MeshRun, run_deployment
 from services.experiments.rates import Step
-from services.experiments.scaling import gpu_count, line_for, report_utilisation, with_wan
+from services.experiments.scaling import gpu_count, line_for, report_utilisation, with_wan, workload_missed_tokens
 from services.experiments.steady import Staircase
 from services.scenario import load_scenario
 
@@ -55,7 +55,7 @@ class PaperConfig:
 
 
 QUICK = PaperConfig(rates=(2.0,), first_ramp_s=30.0, step_ramp_s=0.0, settle_s=15.0, measure_s=30.0)
-FULL = PaperConfig(rates=(2.0, 4.0, 6.0, 8.0, 10.0), first_ramp_s=60.0, step_ramp_s=10.0, settle_s=20.0,
+FULL = PaperConfig(rates=(2.0, 3.0, 4.0, 5.0, 6.0), first_ramp_s=60.0, step_ramp_s=10.0, settle_s=20.0,
                    measure_s=45.0)
 
 
@@ -105,11 +105,6 @@ class DeploymentResult:
         }
 
 
-def missed_tokens_mean(run: MeshRun, rate: float) -> float:
-    records = records_of(run.step_at(rate))
-    return statistics.fmean(r["prompt_tokens"] * (1 - r["hit_rate"]) for r in records)
-
-
 async def run_paper(config: PaperConfig, out_dir: Path, log=print) -> tuple[dict, dict[str, MeshRun]]:
     """The result (headline, setup, per-deployment summaries) and each deployment's run."""
     stairs = Staircase(config.staircase(), seed=config.seed, dilation=config.dilation)
@@ -119,10 +114,10 @@ async def run_paper(config: PaperConfig, out_dir: Path, log=print) -> tuple[dict
     attainment = {s.window.rate: s.summary.sla_attainment for s in intra.steps}
     intra_goodput = max_goodput(attainment)
     reference = intra_goodput.highest_passing or min(attainment)
-    missed = missed_tokens_mean(intra, reference)
+    missed = workload_missed_tokens(config.workload, config.seed)
     line = line_for(reference, missed)
     log(f"  pd-intra: attainment {attainment}; reference rate {reference:g} req/s, "
-        f"{missed:.0f} missed tokens per request -> WAN {line / 1e9:.3f} Gbit/s")
+        f"{missed:.0f} missed tokens per request (workload mean) -> WAN {line / 1e9:.3f} Gbit/s")
     results = {"pd-intra": DeploymentResult("pd-intra", intra, intra_goodput, reference)}
     for key in ("pd-cross", "pdd"):
         scenario = with_wan(load_scenario(DEPLOYMENTS[key]), line)

@@ -8,12 +8,19 @@ The report's setup, 80 req/s with 64K x (1 - 0.9) missed tokens of 4392 bytes
 on 20 Gbit/s, gives 0.92. A run at a reference rate r whose requests miss m
 tokens on average gets the line r x m x KV bytes x 8 / 0.92: the rate and the
 line scale by the same factor, corrected for the workload's own missed tokens.
+m is the workload's long-run mean, planned offline over whole sessions (first
+turns included), so it does not depend on which turns a short window caught.
 """
 
 from __future__ import annotations
 
+import random
+import statistics
 from dataclasses import dataclass
 
+from loadgen.plan import plan_offline
+from loadgen.spec import parse_spec
+from loadgen.workloads import build_workload
 from services.experiments import reported
 from services.profiles import load_model
 from services.scenario import Scenario
@@ -39,6 +46,19 @@ def line_for(rate_rps: float, missed_tokens: float, model: str = "pdd-paper", ta
     """Line rate (bit/s) that `rate_rps` requests missing `missed_tokens` each load to the report's utilisation."""
     target = report_utilisation(model) if target is None else target
     return rate_rps * missed_tokens * load_model(model).kv_bytes_per_token * 8 / target
+
+
+def workload_missed_tokens(spec: str, seed: int = 0, requests: int = 2000, sessions: int = 64) -> float:
+    """Mean missed prompt tokens per request of an agentic workload, planned offline over whole sessions."""
+    rng = random.Random(seed)
+    workload = build_workload(parse_spec(spec), random.Random(rng.getrandbits(64)))
+    vocab = getattr(workload.config, "vocab", 32000)
+
+    def answer(prompt: list[int], max_tokens: int) -> list[int]:
+        return [rng.randrange(vocab) for _ in range(max_tokens)]
+
+    plans = plan_offline(workload, answer, requests, concurrent=sessions)
+    return statistics.fmean(p.prompt_tokens * (1 - p.hit_rate) for p in plans)
 
 
 def wan_price(line_bps: float) -> float:

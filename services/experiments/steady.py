@@ -25,6 +25,7 @@ import asyncio
 import dataclasses
 import json
 import random
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,8 +82,12 @@ def _clearly_failing(records: list[dict], window: Window, sla: SlaConfig) -> boo
 
 
 async def run_staircase(url: str, model: str, workload_spec: str, stairs: Staircase, out_dir: Path, sla: SlaConfig,
-                        label: str, cost_per_hour: float | None = None) -> list[StepResult]:
-    """Climb the staircase against `url`; one summarised window per step reached."""
+                        label: str, cost_per_hour: float | None = None,
+                        after_ramp: Callable[[], Awaitable[None]] | None = None) -> list[StepResult]:
+    """Climb the staircase against `url`; one summarised window per step reached.
+
+    `after_ramp` runs when the first ramp ends (the cold start is over).
+    """
     config = parse_spec(workload_spec)
     if not isinstance(config, AgenticConfig):
         raise ValueError(f"a staircase needs an agentic workload, got {workload_spec!r}")
@@ -124,18 +129,26 @@ async def run_staircase(url: str, model: str, workload_spec: str, stairs: Stairc
                     stop_sending.set()
                     return
 
-        timers = [loop.call_later(profile.end_s * k, stop_sending.set),
-                  loop.call_later(stairs.steps[0].ramp_s * k, workload.restart_targets)]
-        watcher = asyncio.create_task(watch())
+        async def ramped() -> None:
+            await asyncio.sleep(stairs.steps[0].ramp_s * k)
+            workload.restart_targets()
+            if after_ramp is not None:
+                await after_ramp()
+
+        timer = loop.call_later(profile.end_s * k, stop_sending.set)
+        helpers = [asyncio.create_task(watch()), asyncio.create_task(ramped())]
         try:
             await drive_open_loop(workload, dispatcher, clock, arrivals)
             await dispatcher.drain()
         finally:
-            watcher.cancel()
-            await asyncio.gather(watcher, return_exceptions=True)
-            for timer in timers:
-                timer.cancel()
+            timer.cancel()
+            for task in helpers:
+                task.cancel()
+            outcomes = await asyncio.gather(*helpers, return_exceptions=True)
             recorder.close()
+    failures = [o for o in outcomes if isinstance(o, Exception)]
+    if failures:
+        raise failures[0]  # a failed watch or line change must not pass silently
     records = emulated()
     return [write_window(records, window, out_dir / f"window-{window.rate:g}", sla, label, workload_spec,
                          cost_per_hour) for window in windows[:reached[0]]]

@@ -7,6 +7,8 @@ Each link is a netem UserspaceLink listening on its own port with its control AP
 more port answers GET /health and GET /stats for all of them at once (read-only,
 for health checks and tests). A runner the plan leaves empty serves only /health,
 so a fixed compose topology can run scenarios that do not use every container.
+`kernel_takeover` moves a runner's WAN shaping into kernel qdiscs where the kernel
+can (the compose `netem` profile; docs/compose.md, "Kernel netem").
 """
 
 from __future__ import annotations

@@ -43,6 +43,15 @@ class _Common(BaseModel):
     user: str | None = None
 
 
+def _unicode(text: str, what: str) -> str:
+    """JSON may carry lone surrogates ("\\ud800"); they are not text, and no tokenizer can encode them."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{what} is not valid Unicode text (it holds a lone surrogate)") from None
+    return text
+
+
 class CompletionRequest(_Common):
     prompt: str | list[StrictInt]
 
@@ -51,13 +60,18 @@ class CompletionRequest(_Common):
     def _not_empty(cls, v):
         if (isinstance(v, str) and not v.strip()) or (isinstance(v, list) and not v):
             raise ValueError("prompt is empty")
-        return v
+        return _unicode(v, "prompt") if isinstance(v, str) else v
 
 
 class ChatMessage(BaseModel):
     model_config = ConfigDict(extra="ignore")
     role: Literal["system", "user", "assistant", "tool", "developer"]
     content: str
+
+    @field_validator("content")
+    @classmethod
+    def _text(cls, v):
+        return _unicode(v, "content")
 
 
 class ChatRequest(_Common):

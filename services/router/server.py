@@ -111,6 +111,11 @@ async def _handle(request: web.Request, chat: bool) -> web.StreamResponse:
     except ApiError as exc:
         router.metrics.errors.labels(str(exc.status)).inc()
         return web.json_response(exc.body(), status=exc.status, headers=headers)
+    except Exception as exc:  # a defect in checking the request: still a JSON error, not aiohttp's bare 500 page
+        log.exception("request %s could not be read", headers.get("x-request-id", "(no id)"))
+        router.metrics.errors.labels("500").inc()
+        error = ApiError(500, f"internal router error ({type(exc).__name__})", kind="server_error")
+        return web.json_response(error.body(), status=500, headers=headers)
     router.inflight += 1
     router.active_ids.add(rid)
     router.metrics.running.inc()

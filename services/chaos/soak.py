@@ -1,0 +1,128 @@
+"""The soak: Locust, headless, at pdd-mini's rated load with no fault; zero errors, memory bounded.
+
+RATED_USERS closed-loop Locust users, each running agentic sessions with a
+500 ms think time, offer about 4 requests per second, which two cores serve
+with TTFT p99 well under a second (docs/reliability.md §Load). The RSS of
+every process of the mesh is read from /proc/PID/status after a warm-up and
+at the end; a process may not grow by more than RSS_GROWTH_BOUND_KIB after
+its warm-up (its caches fill during the warm-up; a leak keeps growing).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import aiohttp
+
+import loadgen
+from services.chaos.mesh import ChaosMesh
+from services.chaos.resources import wait_at_rest
+from services.chaos.scenarios import STEADY_WORKLOAD
+
+RATED_USERS = 6
+WARMUP_SHARE = 0.2  # RSS "at start" is read this far into the run: after the caches warmed up
+RSS_GROWTH_BOUND_KIB = 64 * 1024
+LOCUST_GRACE_S = 120.0
+REQUEST_DEADLINE_S = 60.0
+REST_WAIT_S = 30.0
+
+
+class SoakError(RuntimeError):
+    pass
+
+
+@dataclass
+class SoakReport:
+    duration_s: float
+    users: int
+    requests: int
+    failures: int
+    rps: float
+    ttft_ms: dict[str, float]
+    rss_kib: dict[str, dict[str, int | None]]
+    violations: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    def to_json(self) -> str:
+        return json.dumps({**asdict(self), "ok": self.ok}, indent=2)
+
+    def to_text(self) -> str:
+        lines = [f"soak on pdd-mini: {'OK' if self.ok else 'VIOLATED'}: {self.users} Locust users for "
+                 f"{self.duration_s:.0f} s, {self.requests} requests ({self.rps:.2f} req/s), {self.failures} failed",
+                 f"  TTFT ms p50 {self.ttft_ms.get('p50')} p99 {self.ttft_ms.get('p99')}",
+                 "  RSS KiB (after warm-up -> end):"]
+        lines += [f"    {name:<26} {v['start']} -> {v['end']}" for name, v in self.rss_kib.items()]
+        lines += [f"  VIOLATION: {v}" for v in self.violations]
+        return "\n".join(lines)
+
+
+def run_soak(duration_s: float, users: int | None, run_dir: Path | None, seed: int = 0) -> SoakReport:
+    users = users or RATED_USERS
+    run_dir = run_dir or Path(tempfile.mkdtemp(prefix="pdd-emu-soak-"))
+    mesh = ChaosMesh("pdd-mini", [], run_dir)
+    mesh.start()
+    try:
+        rss_start: dict[str, int | None] = {}
+        timer = threading.Timer(duration_s * WARMUP_SHARE,
+                                lambda: rss_start.update({n: mesh.rss_kib(n) for n in mesh.processes}))
+        timer.start()
+        try:
+            rows = _locust(mesh.router_url, run_dir / "locust", duration_s, users, seed)
+        finally:
+            timer.cancel()
+        rss_end = {n: mesh.rss_kib(n) for n in mesh.processes}
+        busy = asyncio.run(_left_busy(mesh))
+    finally:
+        mesh.stop()
+    e2e, ttft = rows[("E2E", "/v1/completions")], rows[("TTFT", "/v1/completions")]
+    requests, failures = int(e2e["Request Count"]), int(e2e["Failure Count"])
+    report = SoakReport(duration_s, users, requests, failures, round(requests / duration_s, 2),
+                        {"p50": float(ttft["50%"]), "p99": float(ttft["99%"])},
+                        {n: {"start": rss_start.get(n), "end": rss_end.get(n)} for n in rss_end})
+    report.violations += [f"not at rest after the run: {reason}" for reason in busy]
+    if failures or not requests:
+        report.violations.append(f"{failures} of {requests} requests failed (see {run_dir}/locust_failures.csv)")
+    for name, rss in report.rss_kib.items():
+        if rss["start"] and rss["end"] and rss["end"] - rss["start"] > RSS_GROWTH_BOUND_KIB:
+            report.violations.append(f"{name} grew {rss['end'] - rss['start']} KiB after its warm-up "
+                                     f"(bound {RSS_GROWTH_BOUND_KIB})")
+    return report
+
+
+async def _left_busy(mesh: ChaosMesh) -> list[str]:
+    async with aiohttp.ClientSession() as http:
+        reasons, _ = await wait_at_rest(mesh, http, REST_WAIT_S)
+    return reasons
+
+
+def _locust(url: str, csv_prefix: Path, duration_s: float, users: int, seed: int) -> dict[tuple[str, str], dict]:
+    locust = Path(sys.executable).with_name("locust")
+    locustfile = Path(loadgen.__file__).parent / "locustfile.py"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PDD_")}
+    env |= {"PDD_WORKLOAD": STEADY_WORKLOAD, "PDD_SEED": str(seed), "PDD_TIMEOUT_S": str(REQUEST_DEADLINE_S)}
+    cmd = [str(locust), "-f", str(locustfile), "--headless", "-u", str(users), "-r", str(users),
+           "-t", f"{duration_s:.0f}s", "--csv", str(csv_prefix), "--host", url, "--only-summary",
+           "--exit-code-on-error", "0", "--loglevel", "WARNING"]
+    started = time.monotonic()
+    try:
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=duration_s + LOCUST_GRACE_S)
+    except subprocess.TimeoutExpired as exc:
+        raise SoakError(f"Locust did not end within {duration_s + LOCUST_GRACE_S:.0f} s") from exc
+    if done.returncode != 0:
+        raise SoakError(f"Locust exited {done.returncode} after {time.monotonic() - started:.0f} s: "
+                        f"{done.stderr[-2000:]}")
+    with open(f"{csv_prefix}_stats.csv", newline="") as stats:
+        return {(row["Type"], row["Name"]): row for row in csv.DictReader(stats)}

@@ -1,0 +1,63 @@
+"""The router's choices when a peer is missing or full, without a mesh."""
+
+from __future__ import annotations
+
+import grpc
+import pytest
+
+from services.launcher.plan import build_plan
+from services.router.api import ApiError
+from services.router.pdd import _relay_load, relay_dispatches
+from services.router.pipelines import Job, Peers
+from services.scenario import load_scenario
+from services.types import Role
+
+
+class _Lookup:
+    def __init__(self, hit: int | None, load: float = 0.0) -> None:
+        self.hit, self.load = hit, load
+
+    async def CacheLookup(self, request, timeout, metadata):  # noqa: N802 (the gRPC method's name)
+        if self.hit is None:
+            raise grpc.aio.AioRpcError(grpc.StatusCode.UNAVAILABLE, grpc.aio.Metadata(), grpc.aio.Metadata(),
+                                       details="failed to connect to all addresses")
+        return type("Reply", (), {"hit_tokens": self.hit, "load": self.load})()
+
+
+def _peers(preset: str, **decode) -> Peers:
+    peers = Peers.__new__(Peers)  # no channels: the stubs below stand in for them
+    peers.plan = build_plan(load_scenario(preset, ["pools.decode.count=1"] if preset == "pd-cross-mini" else []))
+    peers.decode = decode
+    return peers
+
+
+def _two_decode_pools():
+    scenario = load_scenario("pd-cross-mini")
+    pools = list(scenario.pools) + [scenario.pools[1].model_copy(update={"name": "decode-b"})]
+    peers = Peers.__new__(Peers)
+    peers.plan = build_plan(scenario.model_copy(update={"pools": tuple(pools)}))
+    return peers
+
+
+async def test_a_decode_pool_that_does_not_answer_is_skipped():
+    peers = _two_decode_pools()
+    peers.decode = {"decode": _Lookup(None), "decode-b": _Lookup(12)}
+    service, hit = await peers.best_decode(Job("r", [1, 2, 3], 4, 0, 0.0), (Role.DECODE,))
+    assert (service.name, hit) == ("decode-b", 12)
+
+
+async def test_when_no_decode_pool_answers_the_request_fails_with_503():
+    peers = _peers("pd-cross-mini", decode=_Lookup(None))
+    with pytest.raises(ApiError) as failure:
+        await peers.best_decode(Job("r", [1, 2, 3], 4, 0, 0.0), (Role.DECODE,))
+    assert failure.value.status == 503 and "cache lookup at decode failed" in failure.value.message
+
+
+def test_the_relay_load_counts_requests_sent_its_way_before_it_sees_them():
+    peers = _peers("pdd-mini")
+    relay = peers.plan.service("relay-decode")
+    capacity = relay.pool.count * peers.plan.scenario.engine.max_running
+    assert _relay_load(peers, relay, 0.1) == 0.1
+    relay_dispatches(peers)[relay.name] += capacity  # a burst the relay has not admitted yet
+    assert _relay_load(peers, relay, 0.1) == 1.0  # saturated: the policy now routes P-MD
+    assert _relay_load(peers, relay, 1.5) == 1.5  # the relay's own figure wins when it is higher
