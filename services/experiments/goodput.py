@@ -1,9 +1,12 @@
-"""Max goodput from a rate sweep: the highest offered rate at which 90% of requests meet the SLA.
+"""Max goodput from a load sweep: the most requests per second served while 90% of requests meet the SLA.
 
-Between the highest passing rate r_p (attainment a_p >= 0.9) and the next rate
-r_f above it that fails (a_f < 0.9), attainment is taken as linear in the rate,
-so the crossing is r_p + (a_p - 0.9) / (a_p - a_f) x (r_f - r_p) (docs/results.md
-§Goodput). With no failing rate above r_p the sweep only shows "at least r_p".
+Each step of the sweep has a load x (agents), an attainment a (share of its
+requests within SLA) and a goodput g (requests within SLA per second). Between
+the highest passing step p (a_p >= 0.9) and the next step f above it that fails
+(a_f < 0.9), a and g are taken as linear in x, so the crossing is at
+x* = x_p + (a_p - 0.9) / (a_p - a_f) (x_f - x_p) and the max goodput is g there
+(docs/results.md §Goodput). With no failing step above p, g_p is only a lower
+bound.
 """
 
 from __future__ import annotations
@@ -14,22 +17,30 @@ THRESHOLD = 0.9
 
 
 @dataclass(frozen=True)
+class LoadPoint:
+    load: float
+    attainment: float
+    goodput_rps: float
+
+
+@dataclass(frozen=True)
 class MaxGoodput:
-    rate: float | None  # None when no rate passed
-    bounded: bool  # False: no rate above it failed, so the true maximum may be higher
+    goodput_rps: float | None  # None when no step passed
+    load: float | None  # where the 90% crossing lies
+    bounded: bool  # False: no step above it failed, so the true maximum may be higher
     highest_passing: float | None
 
 
-def max_goodput(attainment_by_rate: dict[float, float], threshold: float = THRESHOLD) -> MaxGoodput:
-    rates = sorted(attainment_by_rate)
-    passing = [r for r in rates if attainment_by_rate[r] >= threshold]
+def max_goodput(points: list[LoadPoint], threshold: float = THRESHOLD) -> MaxGoodput:
+    ordered = sorted(points, key=lambda p: p.load)
+    passing = [p for p in ordered if p.attainment >= threshold]
     if not passing:
-        return MaxGoodput(None, True, None)
+        return MaxGoodput(None, None, True, None)
     best = passing[-1]
-    above = [r for r in rates if r > best]
+    above = [p for p in ordered if p.load > best.load]
     if not above:
-        return MaxGoodput(best, False, best)
-    failing = above[0]
-    a_p, a_f = attainment_by_rate[best], attainment_by_rate[failing]
-    crossing = best + (a_p - threshold) / (a_p - a_f) * (failing - best)
-    return MaxGoodput(crossing, True, best)
+        return MaxGoodput(best.goodput_rps, best.load, False, best.load)
+    fail = above[0]
+    share = (best.attainment - threshold) / (best.attainment - fail.attainment)
+    goodput = best.goodput_rps + share * (fail.goodput_rps - best.goodput_rps)
+    return MaxGoodput(max(goodput, best.goodput_rps), best.load + share * (fail.load - best.load), True, best.load)

@@ -1,4 +1,4 @@
-"""Run one deployment: start its mesh, climb a staircase of offered rates, read the services' own numbers.
+"""Run one deployment: start its mesh, climb a staircase of agent populations, read the services' own numbers.
 
 Besides the client's summary, a run keeps what only the services know: every
 process's event-loop lag (how late a 10 ms timer fired) and the engines' worst
@@ -48,13 +48,12 @@ class MeshRun:
         """p99 event-loop lag of the busiest service, in emulated time (real lag / dilation)."""
         return max(self.loop_lag_p99_s.values(), default=0.0) / self.stairs.dilation
 
-    def step_at(self, rate: float) -> StepResult | None:
-        return next((s for s in self.steps if abs(s.window.rate - rate) < 1e-9), None)
+    def step_at(self, users: int) -> StepResult | None:
+        return next((s for s in self.steps if s.window.users == users), None)
 
     def wan_utilisation(self, step: StepResult) -> float:
         """Emulated WAN bytes of the window's requests against what the line could carry in the window."""
-        seconds = step.window.end_s - step.window.start_s
-        return step.summary.wan_bytes * 8 / (self.scenario.wan.rate_bps * seconds)
+        return step.summary.wan_bytes * 8 / (self.scenario.wan.rate_bps * step.window.seconds)
 
 
 def records_of(step: StepResult) -> list[dict]:

@@ -1,16 +1,16 @@
 """`experiment paper`: the report's three deployments, scaled, under its agentic workload (docs/results.md §Paper).
 
-1. The intra-DC baseline climbs the rate staircase first. Its highest rate
-   within SLA is the reference rate, at which every deployment's TTFTs are
-   compared; the WAN line is sized so that the reference rate, at the
-   workload's mean missed tokens, loads it to the report's utilisation
-   (services/experiments/scaling.py).
+1. The intra-DC baseline climbs the staircase of agent populations first. Its
+   largest population within SLA is the reference, at which every
+   deployment's TTFTs are compared; the WAN line is sized so that the
+   baseline's request rate there, at the workload's mean missed tokens, loads
+   it to the report's utilisation (services/experiments/scaling.py).
 2. Cross-DC PD and PDD climb the same staircase over that line.
 3. Max goodput per deployment, cost, BCR = max goodput / cost, and the headline
    figures against the report's.
 
 Each deployment runs at a time dilation that keeps the real output-token rate
-at its top step under `real_tokens_per_s` (services/experiments/dilation.py).
+of its largest population under `real_tokens_per_s` (services/experiments/dilation.py).
 """
 
 from __future__ import annotations
@@ -22,12 +22,15 @@ from loadgen.spec import parse_spec
 from services.experiments import reported
 from services.experiments.comparison import Row
 from services.experiments.dilation import dilation_for
-from services.experiments.goodput import MaxGoodput, max_goodput
+from services.engine.batch import StepBatch
+from services.engine.roofline import RooflineClock
+from services.experiments.goodput import LoadPoint, MaxGoodput, max_goodput
 from services.experiments.meshrun import MeshRun, run_deployment
-from services.experiments.rates import Step
+from services.experiments.population import Step
 from services.experiments.scaling import gpu_count, line_for, report_utilisation, with_wan, workload_missed_tokens
-from services.experiments.steady import Staircase
-from services.scenario import load_scenario
+from services.experiments.steady import Staircase, StepResult
+from services.scenario import Scenario, load_scenario
+from services.types import Role
 
 WORKLOAD = "agentic:context=64K,output=512..1K"
 DEPLOYMENTS = {"pd-intra": "paper-pd-intra", "pd-cross": "paper-pd-cross", "pdd": "paper-pdd"}
@@ -35,7 +38,7 @@ DEPLOYMENTS = {"pd-intra": "paper-pd-intra", "pd-cross": "paper-pd-cross", "pdd"
 
 @dataclass(frozen=True)
 class PaperConfig:
-    rates: tuple[float, ...]  # emulated requests per second, climbed in order
+    users: tuple[int, ...]  # agent populations, climbed in order
     first_ramp_s: float
     step_ramp_s: float
     settle_s: float
@@ -44,40 +47,51 @@ class PaperConfig:
     workload: str = WORKLOAD
     seed: int = 0
 
-    def staircase(self) -> tuple[Step, ...]:
-        return tuple(Step(rate, self.first_ramp_s if i == 0 else self.step_ramp_s, self.settle_s, self.measure_s)
-                     for i, rate in enumerate(self.rates))
+    def staircase(self, scenario: Scenario) -> Staircase:
+        steps = tuple(Step(users, self.first_ramp_s if i == 0 else self.step_ramp_s, self.settle_s, self.measure_s)
+                      for i, users in enumerate(self.users))
+        spec = parse_spec(self.workload)
+        top_rate = expected_request_rate(scenario, max(self.users), spec.think, spec.output.mean)
+        return Staircase(steps, seed=self.seed,
+                         dilation=dilation_for(top_rate, spec.output.mean, self.real_tokens_per_s))
 
-    @property
-    def dilation(self) -> float:
-        mean_output = parse_spec(self.workload).output.mean
-        return dilation_for(max(self.rates), mean_output, self.real_tokens_per_s)
+
+def expected_request_rate(scenario: Scenario, users: int, think_s: float, output_tokens: float,
+                          context_tokens: int = 32768) -> float:
+    """users / (think + output x decode step time), the step from the roofline at the pool's share of users."""
+    pool = scenario.pools_with(Role.DECODE, Role.MAIN_DECODE)[0]
+    clock = RooflineClock.for_names(pool.gpu, scenario.model, tp=pool.tp)
+    batch = max(1, round(users / pool.count))
+    step_s = clock.step_seconds(StepBatch(decode_contexts=(context_tokens,) * batch))
+    return users / (think_s + output_tokens * step_s)
 
 
-QUICK = PaperConfig(rates=(2.0,), first_ramp_s=30.0, step_ramp_s=0.0, settle_s=15.0, measure_s=30.0)
-FULL = PaperConfig(rates=(2.0, 3.0, 4.0, 5.0, 6.0), first_ramp_s=60.0, step_ramp_s=10.0, settle_s=20.0,
-                   measure_s=45.0)
+QUICK = PaperConfig(users=(20,), first_ramp_s=30.0, step_ramp_s=0.0, settle_s=15.0, measure_s=30.0)
+FULL = PaperConfig(users=(20, 35, 50, 65, 80), first_ramp_s=60.0, step_ramp_s=10.0, settle_s=20.0, measure_s=45.0)
 
 
 @dataclass
 class DeploymentResult:
     key: str
     run: MeshRun
-    goodput: MaxGoodput
-    reference_rate: float
+    reference_users: int
     extra: dict = field(default_factory=dict)
 
     @property
-    def reference(self):
-        return self.run.step_at(self.reference_rate)
+    def reference(self) -> StepResult | None:
+        return self.run.step_at(self.reference_users)
+
+    @property
+    def goodput(self) -> MaxGoodput:
+        return max_goodput([LoadPoint(s.window.users, s.summary.sla_attainment, s.goodput_rps)
+                            for s in self.run.steps])
 
     @property
     def goodput_rps(self) -> float | None:
-        """Max goodput; a single-rate run has only its SLA goodput at that rate (rate x attainment)."""
+        """Max goodput; a one-step run has only its SLA goodput (requests within SLA per second)."""
         if len(self.run.steps) == 1:
-            step = self.run.steps[0]
-            return step.window.rate * step.summary.sla_attainment
-        return self.goodput.rate
+            return self.run.steps[0].goodput_rps
+        return self.goodput.goodput_rps
 
     @property
     def bcr(self) -> float | None:
@@ -92,7 +106,10 @@ class DeploymentResult:
             "cost_per_hour": round(self.run.cost_per_hour, 2),
             "ttft_s": None if ttft is None else {"p50": ttft.p50, "p90": ttft.p90, "p99": ttft.p99},
             "tpot_p50_s": step.summary.tpot_s.p50 if step else None,
-            "attainment_by_rate": {s.window.rate: s.summary.sla_attainment for s in self.run.steps},
+            "request_rate_rps": step.request_rate if step else None,
+            "steps": [{"users": s.window.users, "request_rate_rps": s.request_rate, "goodput_rps": s.goodput_rps,
+                       "attainment": s.summary.sla_attainment, "ttft_p99_s": s.summary.ttft_s.p99}
+                      for s in self.run.steps],
             "max_goodput_rps": self.goodput_rps, "max_goodput_bounded": self.goodput.bounded,
             "bcr": self.bcr, "rld_token_share": step.summary.rld_token_share if step else None,
             "wan_utilisation": self.run.wan_utilisation(step) if step and self.run.scenario.wan_price_per_hour
@@ -107,33 +124,39 @@ class DeploymentResult:
 
 async def run_paper(config: PaperConfig, out_dir: Path, log=print) -> tuple[dict, dict[str, MeshRun]]:
     """The result (headline, setup, per-deployment summaries) and each deployment's run."""
-    stairs = Staircase(config.staircase(), seed=config.seed, dilation=config.dilation)
-    log(f"paper: rates {list(config.rates)} req/s (emulated), time dilation {stairs.dilation:.2f}")
     intra_scenario = load_scenario(DEPLOYMENTS["pd-intra"])
+    stairs = config.staircase(intra_scenario)
+    log(f"paper: agents {list(config.users)}; pd-intra at time dilation {stairs.dilation:.2f}")
     intra = await run_deployment(intra_scenario, config.workload, stairs, out_dir / "pd-intra")
-    attainment = {s.window.rate: s.summary.sla_attainment for s in intra.steps}
-    intra_goodput = max_goodput(attainment)
-    reference = intra_goodput.highest_passing or min(attainment)
+    results = {"pd-intra": DeploymentResult("pd-intra", intra, 0)}
+    reference = results["pd-intra"].goodput.highest_passing or config.users[0]
+    results["pd-intra"].reference_users = int(reference)
+    rate = intra.step_at(int(reference)).request_rate
     missed = workload_missed_tokens(config.workload, config.seed)
-    line = line_for(reference, missed)
-    log(f"  pd-intra: attainment {attainment}; reference rate {reference:g} req/s, "
-        f"{missed:.0f} missed tokens per request (workload mean) -> WAN {line / 1e9:.3f} Gbit/s")
-    results = {"pd-intra": DeploymentResult("pd-intra", intra, intra_goodput, reference)}
+    line = line_for(rate, missed)
+    log(f"  pd-intra: {_attainment(intra)}; reference {reference:g} agents at {rate:.2f} req/s, {missed:.0f} "
+        f"missed tokens per request (workload mean) -> WAN {line / 1e9:.3f} Gbit/s")
     for key in ("pd-cross", "pdd"):
         scenario = with_wan(load_scenario(DEPLOYMENTS[key]), line)
+        stairs = config.staircase(scenario)
+        log(f"  {key}: time dilation {stairs.dilation:.2f}")
         run = await run_deployment(scenario, config.workload, stairs, out_dir / key)
-        attainment = {s.window.rate: s.summary.sla_attainment for s in run.steps}
-        results[key] = DeploymentResult(key, run, max_goodput(attainment), reference)
-        log(f"  {key}: attainment {attainment}")
-    return assemble(results, config, reference, missed, line), {key: r.run for key, r in results.items()}
+        results[key] = DeploymentResult(key, run, int(reference))
+        log(f"  {key}: {_attainment(run)}")
+    return assemble(results, config, int(reference), rate, missed, line), {k: r.run for k, r in results.items()}
+
+
+def _attainment(run: MeshRun) -> str:
+    return ", ".join(f"{s.window.users} agents: {s.request_rate:.2f} req/s, {s.summary.sla_attainment:.0%} within SLA"
+                     for s in run.steps)
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
     return None if a is None or b in (None, 0) else a / b
 
 
-def assemble(results: dict[str, DeploymentResult], config: PaperConfig, reference: float, missed: float,
-             line: float) -> dict:
+def assemble(results: dict[str, DeploymentResult], config: PaperConfig, reference: int, rate: float,
+             missed: float, line: float) -> dict:
     summaries = {key: r.summary() for key, r in results.items()}
     p99 = {key: (s["ttft_s"] or {}).get("p99") for key, s in summaries.items()}
     cost = {key: r.run.cost_per_hour for key, r in results.items()}
@@ -148,7 +171,8 @@ def assemble(results: dict[str, DeploymentResult], config: PaperConfig, referenc
     }
     return {
         "headline": headline,
-        "setup": {"rates_rps": list(config.rates), "reference_rate_rps": reference, "workload": config.workload,
+        "setup": {"users": list(config.users), "reference_users": reference, "reference_rate_rps": rate,
+                  "workload": config.workload,
                   "missed_tokens_mean": missed, "wan_line_bps": line, "wan_utilisation_target": report_utilisation(),
                   "line_scale": line / reported.SETUP_LINE_BPS, "cost_reduction": 1 - cost["pdd"] / cost["pd-intra"]},
         "deployments": summaries,

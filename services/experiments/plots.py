@@ -11,19 +11,22 @@ from services.experiments.bathtub import BathtubPoint
 from services.experiments.goodput import THRESHOLD
 
 
-def plot_attainment(attainment: dict[str, dict[float, float]], path: Path) -> Path:
-    """SLA attainment against offered rate, one line per deployment, with the 90% bar."""
-    figure = new_figure(7.5, 4.5)
-    axes = figure.add_subplot()
-    for label, points in attainment.items():
-        rates = sorted(points)
-        axes.plot(rates, [points[r] for r in rates], marker="o", label=label)
-    axes.axhline(THRESHOLD, color="gray", linestyle=":", label="90% within SLA")
-    axes.set_xlabel("offered rate (req/s, emulated)")
-    axes.set_ylabel("share of requests within SLA")
-    axes.set_ylim(0, 1.05)
-    axes.grid(alpha=0.3)
-    axes.legend()
+def plot_sweep(steps: dict[str, list[dict]], path: Path) -> Path:
+    """Per deployment, against the number of agents: share within SLA (left) and goodput (right)."""
+    figure = new_figure(10.0, 4.2)
+    left, right = figure.add_subplot(1, 2, 1), figure.add_subplot(1, 2, 2)
+    for label, points in steps.items():
+        users = [p["users"] for p in points]
+        left.plot(users, [p["attainment"] for p in points], marker="o", label=label)
+        right.plot(users, [p["goodput_rps"] for p in points], marker="o", label=label)
+    left.axhline(THRESHOLD, color="gray", linestyle=":", label="90% within SLA")
+    left.set_ylabel("share of requests within SLA")
+    left.set_ylim(0, 1.05)
+    right.set_ylabel("goodput (req/s within SLA, emulated)")
+    for axes in (left, right):
+        axes.set_xlabel("agents")
+        axes.grid(alpha=0.3)
+        axes.legend(fontsize=8)
     return save(figure, path)
 
 

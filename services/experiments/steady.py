@@ -1,22 +1,20 @@
-"""Benchmark runs that measure steady states: a staircase of offered rates, each with a measured window.
+"""Benchmark runs that measure steady states: a staircase of agent populations, each with a measured window.
 
-An agentic session's first turn is always a cache miss, and an open loop opens
-as many sessions as it needs to keep its rate busy, so a cold start sends a
-burst of first turns that no warm deployment sees (docs/results.md §Steady
-state). A run therefore warms up once and then climbs a staircase:
+Agents are closed-loop (services/experiments/population.py): each runs one
+agentic session at a time, sends a turn when the previous answer has arrived
+and its think time has passed, and opens a new session when one ends. An
+agent's first turn is always a cache miss, so a cold start is a burst that no
+warm deployment sees (docs/results.md §Steady state). A run therefore:
 
-- arrivals ramp linearly from 0 to the first rate, and from each rate to the
-  next, so the sessions a higher rate needs open gradually;
-- the hit-target sampler restarts when the first ramp ends, so the forced
+- starts the agents of each step evenly over its ramp;
+- restarts the hit-target sampler when the first ramp ends, so the forced
   misses of the cold start do not bias the target mix of the windows;
-- each step holds its rate for `settle_s`, then `measure_s` whose requests
-  form its window; only windows are summarised;
-- a step whose window clearly misses the SLA ends the climb (higher rates
-  would only queue more).
+- summarises only each step's window (requests sent in it);
+- stops climbing once a window clearly misses the SLA.
 
-Loads are given in emulated time; with a time dilation k the client offers
-rate / k in real time, waits k times longer, and reads its records back in
-emulated time (services/experiments/dilation.py).
+Durations are given in emulated time; with a time dilation k the client waits
+k times longer and reads its records back in emulated time
+(services/experiments/dilation.py).
 """
 
 from __future__ import annotations
@@ -33,14 +31,13 @@ import aiohttp
 
 from loadgen.bench.client import SSE_LINE_LIMIT, stream_completion
 from loadgen.bench.dispatch import Dispatcher, Recorder, RunClock
-from loadgen.bench.drive import drive_open_loop
 from loadgen.hitbins import HitTargetSampler
 from loadgen.plan import RequestPlan
 from loadgen.spec import parse_spec
 from loadgen.summary import SlaConfig, Summary, meets_sla, summarize
 from loadgen.workloads import AgenticConfig, AgenticWorkload
 from services.experiments.dilation import to_emulated_record
-from services.experiments.rates import RateProfile, Step, Window, staircase_profile
+from services.experiments.population import Step, Window, staircase
 
 STOP_BELOW_ATTAINMENT = 0.6  # a window this far under the 0.9 target is past saturation
 
@@ -69,6 +66,16 @@ class StepResult:
     summary: Summary
     window_dir: Path
 
+    @property
+    def request_rate(self) -> float:
+        """Requests sent per second in the window: what the agents offered."""
+        return self.summary.sent / self.window.seconds
+
+    @property
+    def goodput_rps(self) -> float:
+        """Requests sent in the window that met the SLA, per second of window."""
+        return self.summary.within_sla / self.window.seconds
+
 
 def window_records(records: list[dict], window: Window) -> list[dict]:
     """Requests sent in the window, with send times re-based to its start."""
@@ -84,7 +91,7 @@ def _clearly_failing(records: list[dict], window: Window, sla: SlaConfig) -> boo
 async def run_staircase(url: str, model: str, workload_spec: str, stairs: Staircase, out_dir: Path, sla: SlaConfig,
                         label: str, cost_per_hour: float | None = None,
                         after_ramp: Callable[[], Awaitable[None]] | None = None) -> list[StepResult]:
-    """Climb the staircase against `url`; one summarised window per step reached.
+    """Climb the staircase of agents against `url`; one summarised window per step reached.
 
     `after_ramp` runs when the first ramp ends (the cold start is over).
     """
@@ -92,16 +99,14 @@ async def run_staircase(url: str, model: str, workload_spec: str, stairs: Stairc
     if not isinstance(config, AgenticConfig):
         raise ValueError(f"a staircase needs an agentic workload, got {workload_spec!r}")
     k = stairs.dilation
-    profile: RateProfile = staircase_profile(stairs.steps)
-    windows = profile.windows
-    seeds = random.Random(stairs.seed)
+    population = staircase(stairs.steps)
+    windows = population.windows
     workload = SteadyAgenticWorkload(config.model_copy(update={"think": config.think * k}),
-                                     random.Random(seeds.getrandbits(64)))
-    arrivals = (t * k for t in profile.arrivals(random.Random(seeds.getrandbits(64))))
+                                     random.Random(stairs.seed))
     out_dir.mkdir(parents=True, exist_ok=True)
     endpoint = url.rstrip("/") + "/v1/completions"
     timeout_s = stairs.request_timeout_s * k
-    connector = aiohttp.TCPConnector(limit=0)  # an open loop must never queue inside the client
+    connector = aiohttp.TCPConnector(limit=0)  # no agent may queue inside the client
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=timeout_s)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout, read_bufsize=SSE_LINE_LIMIT) as http:
 
@@ -111,7 +116,7 @@ async def run_staircase(url: str, model: str, workload_spec: str, stairs: Stairc
 
         recorder = Recorder(out_dir / "requests.jsonl", False, None)
         stop_sending = asyncio.Event()
-        clock = RunClock(profile.end_s * k, stop_sending)
+        clock = RunClock(population.end_s * k, stop_sending)
         dispatcher = Dispatcher(send, recorder, clock, None, stop_sending)
         loop = asyncio.get_running_loop()
         reached = [len(windows)]
@@ -129,16 +134,36 @@ async def run_staircase(url: str, model: str, workload_spec: str, stairs: Stairc
                     stop_sending.set()
                     return
 
+        async def agent(start_s: float) -> None:
+            if not await clock.sleep_until(start_s * k):
+                return
+            session, plan = None, None
+            while dispatcher.can_send():
+                if plan is None:
+                    session = workload.new_session()
+                    plan = session.first_request()
+                elif plan.think_s > 0 and not await clock.sleep_until(clock.now() + plan.think_s):
+                    return
+                outcome = await dispatcher.result(dispatcher.launch(plan, session, None))
+                if outcome is None:
+                    return
+                record, output_ids = outcome
+                if record.ok:
+                    plan = session.next_turn(plan.prompt, output_ids)
+                else:
+                    session.abandon()
+                    plan = None
+
         async def ramped() -> None:
             await asyncio.sleep(stairs.steps[0].ramp_s * k)
             workload.restart_targets()
             if after_ramp is not None:
                 await after_ramp()
 
-        timer = loop.call_later(profile.end_s * k, stop_sending.set)
+        timer = loop.call_later(population.end_s * k, stop_sending.set)
         helpers = [asyncio.create_task(watch()), asyncio.create_task(ramped())]
         try:
-            await drive_open_loop(workload, dispatcher, clock, arrivals)
+            await asyncio.gather(*(agent(start) for start in population.starts))
             await dispatcher.drain()
         finally:
             timer.cancel()
@@ -150,7 +175,7 @@ async def run_staircase(url: str, model: str, workload_spec: str, stairs: Stairc
     if failures:
         raise failures[0]  # a failed watch or line change must not pass silently
     records = emulated()
-    return [write_window(records, window, out_dir / f"window-{window.rate:g}", sla, label, workload_spec,
+    return [write_window(records, window, out_dir / f"window-{window.users}", sla, label, workload_spec,
                          cost_per_hour) for window in windows[:reached[0]]]
 
 
@@ -158,8 +183,8 @@ def write_window(records: list[dict], window: Window, window_dir: Path, sla: Sla
                  workload_spec: str, cost_per_hour: float | None) -> StepResult:
     """One window as a bench output folder of its own (emulated time), so loadgen's reports read it."""
     kept = window_records(records, window)
-    summary = summarize(kept, sla=sla, workload=workload_spec, offered_rate=window.rate, label=label,
-                        cost_per_hour=cost_per_hour)
+    summary = summarize(kept, sla=sla, workload=workload_spec, offered_rate=len(kept) / window.seconds,
+                        concurrency=window.users, label=label, cost_per_hour=cost_per_hour)
     window_dir.mkdir(parents=True, exist_ok=True)
     (window_dir / "requests.jsonl").write_text("".join(json.dumps(r) + "\n" for r in kept), encoding="utf-8")
     (window_dir / "summary.json").write_text(summary.model_dump_json(indent=2) + "\n", encoding="utf-8")
