@@ -9,7 +9,7 @@ SCENARIO ?= pdd-mini
 LOAD_DURATION ?= 300s
 
 .DEFAULT_GOAL := help
-.PHONY: help venv run test test-fast test-compose test-chaos load bench up down logs clean
+.PHONY: help venv run test test-fast test-compose test-chaos load bench experiments up down logs clean
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -38,8 +38,13 @@ test-chaos: $(STAMP) ## every chaos scenario, quick, in both modes: real meshes 
 load: $(STAMP) ## Locust soak of pdd-mini at its rated load: zero errors, RSS of every process (LOAD_DURATION=300s)
 	$(BIN)/pdd-emu chaos soak --duration $(LOAD_DURATION)
 
-bench: $(STAMP) ## run the benchmarks; results are printed and written to docs/
-	$(BIN)/python benchmarks/run_all.py
+bench: $(STAMP) ## run every benchmark (QUICK=1 for short runs); figures go to docs/ by hand
+	$(BIN)/python benchmarks/run_all.py $(if $(QUICK),--quick,)
+
+EXPERIMENTS ?= paper bathtub handoff wan
+
+experiments: $(STAMP) ## reproduce the PDD report's measurements into out/experiments (QUICK=1: short runs; docs/results.md)
+	for name in $(EXPERIMENTS); do $(BIN)/pdd-emu experiment $$name $(if $(QUICK),--quick,) --out out/experiments || exit 1; done
 
 COMPOSE := docker compose -f compose/compose.yaml
 

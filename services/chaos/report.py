@@ -51,7 +51,7 @@ class ChaosReport:
 
     def to_json(self) -> str:
         data = asdict(self)
-        data.update({k: data["counts"][k] for k in KINDS}, recovery_s=self.recovery_s, ok=self.ok)
+        data.update({k: data["counts"][k] for k in ("sent", *KINDS)}, recovery_s=self.recovery_s, ok=self.ok)
         return json.dumps(data, indent=2)
 
     def to_text(self) -> str:

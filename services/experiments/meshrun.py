@@ -16,7 +16,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from loadgen.summary import SlaConfig, Summary
+from loadgen.summary import SlaConfig
 from services.launcher.plan import MeshPlan, build_plan
 from services.launcher.processes import start_mesh, stop_processes
 from services.scenario import Scenario

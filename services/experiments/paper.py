@@ -75,6 +75,7 @@ class DeploymentResult:
     key: str
     run: MeshRun
     reference_users: int
+    reference_rate: float = 0.0  # the baseline's request rate at the reference population
     extra: dict = field(default_factory=dict)
 
     @property
@@ -88,9 +89,10 @@ class DeploymentResult:
 
     @property
     def goodput_rps(self) -> float | None:
-        """Max goodput; a one-step run has only its SLA goodput (requests within SLA per second)."""
+        """Max goodput. A one-step run cannot find it; its SLA goodput at that load is the reference
+        demand (the baseline's request rate there) times the share of requests within SLA."""
         if len(self.run.steps) == 1:
-            return self.run.steps[0].goodput_rps
+            return self.reference_rate * self.run.steps[0].summary.sla_attainment
         return self.goodput.goodput_rps
 
     @property
@@ -130,8 +132,8 @@ async def run_paper(config: PaperConfig, out_dir: Path, log=print) -> tuple[dict
     intra = await run_deployment(intra_scenario, config.workload, stairs, out_dir / "pd-intra")
     results = {"pd-intra": DeploymentResult("pd-intra", intra, 0)}
     reference = results["pd-intra"].goodput.highest_passing or config.users[0]
-    results["pd-intra"].reference_users = int(reference)
     rate = intra.step_at(int(reference)).request_rate
+    results["pd-intra"].reference_users, results["pd-intra"].reference_rate = int(reference), rate
     missed = workload_missed_tokens(config.workload, config.seed)
     line = line_for(rate, missed)
     log(f"  pd-intra: {_attainment(intra)}; reference {reference:g} agents at {rate:.2f} req/s, {missed:.0f} "
@@ -141,7 +143,7 @@ async def run_paper(config: PaperConfig, out_dir: Path, log=print) -> tuple[dict
         stairs = config.staircase(scenario)
         log(f"  {key}: time dilation {stairs.dilation:.2f}")
         run = await run_deployment(scenario, config.workload, stairs, out_dir / key)
-        results[key] = DeploymentResult(key, run, int(reference))
+        results[key] = DeploymentResult(key, run, int(reference), rate)
         log(f"  {key}: {_attainment(run)}")
     return assemble(results, config, int(reference), rate, missed, line), {k: r.run for k, r in results.items()}
 

@@ -6,7 +6,8 @@ clock inside main decode's current batch), then continues decoding. Two modes
 (docs/pdd.md §Handoff):
 - one-shot: stop the relay now, take every id at once; one larger stall.
 - catch-up: while the relay keeps generating, take the backlog in chunks until
-  it is within CLOSE_ENOUGH tokens, then stop the relay; several small stalls.
+  it is within CLOSE_ENOUGH tokens, or stops shrinking, then stop the relay;
+  several small stalls.
 Catch-up is chosen when the backlog exceeds the threshold and the relay has
 room (its load is below `busy_relay_load`); a busy relay is released at once.
 """
@@ -73,12 +74,16 @@ async def take_over(relay: pb_grpc.DecodeStub, engine: Engine, request, prompt: 
         return HandoffOutcome(_submit(engine, request, prompt, ids, hold=False), mode, 1, len(ids), started)
 
     handle = _submit(engine, request, prompt, ids, hold=True)
-    chunks = 1
+    chunks, backlog = 1, len(ids)
     try:
         while True:
             await handle.caught_up()
             more = await _pull(relay, rid, len(ids), stop=False)
-            stop = len(more.tokens) <= CLOSE_ENOUGH or len(ids) + len(more.tokens) >= max_tokens - 1
+            # A round that spans several relay steps (a busy main decode) leaves a backlog that never
+            # falls to CLOSE_ENOUGH; once it stops shrinking, waiting longer only lets the relay run on.
+            stop = len(more.tokens) <= CLOSE_ENOUGH or len(more.tokens) >= backlog \
+                or len(ids) + len(more.tokens) >= max_tokens - 1
+            backlog = len(more.tokens)
             if stop:
                 more = await _pull(relay, rid, len(ids), stop=True)
             if more.finished:

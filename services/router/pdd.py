@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import time
-from typing import AsyncIterator
+from typing import AsyncIterator, Callable
 
 import grpc
 
@@ -76,26 +76,35 @@ async def pdd(peers: Peers, job: Job, mode: Mode) -> AsyncIterator[Token | Finis
     choice = policy.choose(missing, relay_load)
     queued_at_send = policy.in_flight_bytes
     policy.dispatched(missing)
-    sent = time.monotonic()
-    landed = False
+    arrived = False
+
+    def arrive() -> None:
+        # The bytes are off the line once main decode has them, long before the request ends; counting
+        # them until the end would make every later estimate see a queue that is not there.
+        nonlocal arrived
+        if not arrived:
+            arrived = True
+            policy.arrived(missing)
+
     try:
         if choice.pipeline is Pipeline.P_MD:
             source = run_p_d(peers, job, mode, md, md_hit, Pipeline.P_MD)
         else:
-            source = _relay_then_main(peers, job, mode, md, md_hit, relay, relay_hit)
+            source = _relay_then_main(peers, job, mode, md, md_hit, relay, relay_hit, arrive)
         async for item in source:
-            if isinstance(item, Finished):
+            if isinstance(item, Token) and choice.pipeline is Pipeline.P_MD:
+                arrive()  # main decode releases token 0 only once its KV is whole
+            elif isinstance(item, Finished):
                 item.pdd["policy"] = {"estimate_s": round(choice.estimate_s, 4), "reason": choice.reason}
                 if item.pdd["kv_transfer_s"] and not item.pdd["singular"]:
-                    policy.landed(missing, item.pdd["kv_transfer_s"], queued_at_send)
-                    landed = True
+                    policy.observe(missing, item.pdd["kv_transfer_s"], queued_at_send)
             yield item
     finally:
-        if not landed:
-            policy.landed(missing, 0.0, queued_at_send)  # no sample, but the bytes no longer queue
+        arrive()
 
 
-async def _relay_then_main(peers: Peers, job: Job, mode: Mode, md, md_hit: int, relay, relay_hit: int):
+async def _relay_then_main(peers: Peers, job: Job, mode: Mode, md, md_hit: int, relay, relay_hit: int,
+                           arrive: Callable[[], None]):
     scenario, spec = peers.plan.scenario, peers.plan.scenario.pdd
     stats = base_stats(mode, Pipeline.P_RLD_MD)
     stats["decode_hit_tokens"] = md_hit
@@ -150,6 +159,7 @@ async def _relay_then_main(peers: Peers, job: Job, mode: Mode, md, md_hit: int, 
             handed_off.set()
         dispatches[relay.name] -= 1  # the relay's part is over: handed off, or finished there
         relay_held = False
+        arrive()  # handed off: main decode had its KV; finished on the relay: the transfer stops now
         if cut is None:  # the relay produced the last token: singular traffic (or the fallback below)
             md_call.cancel()
             stats["pipeline"] = Pipeline.P_RLD.value if not stats["fallback"] else stats["pipeline"]

@@ -54,7 +54,15 @@ class PipelinePolicy:
         self.in_flight_bytes += emulated_bytes
 
     def landed(self, emulated_bytes: int, observed_s: float, queued_bytes_at_send: int) -> None:
+        self.arrived(emulated_bytes)
+        self.observe(emulated_bytes, observed_s, queued_bytes_at_send)
+
+    def arrived(self, emulated_bytes: int) -> None:
+        """The bytes left the line (the router saw them land): they no longer queue ahead of later ones."""
         self.in_flight_bytes = max(0, self.in_flight_bytes - emulated_bytes)
+
+    def observe(self, emulated_bytes: int, observed_s: float, queued_bytes_at_send: int) -> None:
+        """One measured transfer time moves the correction factor; 0 means no sample."""
         predicted = self.predict_s(emulated_bytes, queued_bytes_at_send)
         if predicted > 0 and observed_s > 0:
             ratio = min(max(observed_s / predicted, CORRECTION_BOUNDS[0]), CORRECTION_BOUNDS[1])

@@ -36,3 +36,12 @@ def test_slow_observed_transfers_raise_the_estimate():
         policy.landed(size, 3 * policy.predict_s(size), 0)  # the line is three times slower than its rate
     assert policy.correction > 2
     assert policy.choose(size, 0.0).pipeline is Pipeline.P_RLD_MD
+
+
+def test_bytes_stop_queueing_when_they_arrive_and_the_sample_comes_later():
+    policy = PipelinePolicy(WAN, PddSpec(transfer_threshold_s="500ms"))
+    policy.dispatched(4000 * KV)
+    policy.arrived(4000 * KV)  # main decode has the KV; the request is still decoding
+    assert policy.in_flight_bytes == 0 and policy.correction == 1.0
+    policy.observe(4000 * KV, 2 * policy.predict_s(4000 * KV), 0)
+    assert policy.correction > 1.0 and policy.in_flight_bytes == 0

@@ -1,0 +1,42 @@
+"""Main decode's catch-up handoff against a relay that keeps generating between pulls."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from services.engine.scheduler import Engine, EngineConfig
+from services.main_decode.handoff import take_over
+from services.rpc import pb
+from services.types import HandoffMode
+from tests.services.engine.conftest import VOCAB, RecordingClock, prompt
+
+
+class RunningRelay:
+    """A relay stub that has produced `start` ids and makes `per_pull` more before every later pull."""
+
+    def __init__(self, start: int, per_pull: int) -> None:
+        self.produced, self.per_pull, self.pulls, self.stopped_at = start, per_pull, 0, None
+
+    async def Handoff(self, request, timeout=None, metadata=None):
+        if self.pulls:
+            self.produced += self.per_pull
+        self.pulls += 1
+        if request.stop:
+            self.stopped_at = self.produced
+        ids = [(7 * i) % VOCAB for i in range(request.from_position, self.produced)]
+        return pb.HandoffReply(tokens=ids, end_position=self.produced, stopped=request.stop, finished=False,
+                               relay_load=0.1)
+
+
+async def test_catch_up_ends_when_the_backlog_stops_shrinking():
+    engine = Engine(EngineConfig(kv_capacity_blocks=4096, vocab_size=VOCAB), RecordingClock(per_step_s=0.001))
+    await engine.start()
+    try:
+        relay = RunningRelay(start=100, per_pull=5)  # every round leaves 5 new tokens: never within 2
+        request = SimpleNamespace(request_id="r", max_tokens=600, seed=0, catch_up_threshold=64, busy_relay_load=0.5)
+        outcome = await take_over(relay, engine, request, prompt(256))
+        assert outcome.mode is HandoffMode.CATCH_UP
+        assert relay.pulls <= 5 and outcome.cut == relay.stopped_at < 130  # the relay did not run on to its cap
+        outcome.handle.cancel()
+    finally:
+        await engine.stop()
