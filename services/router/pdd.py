@@ -143,7 +143,7 @@ async def _relay_then_main(peers: Peers, job: Job, mode: Mode, md, md_hit: int, 
     cut = None
     dispatches = relay_dispatches(peers)
     dispatches[relay.name] += 1
-    relay_held = True
+    relay_held, ended = True, False
     try:
         async for event in relay_call:
             if event.HasField("token"):
@@ -173,6 +173,7 @@ async def _relay_then_main(peers: Peers, job: Job, mode: Mode, md, md_hit: int, 
             async for token in _main_tokens(md_queue, stats, job, cut):
                 yield token
         reply = await prefill_call
+        ended = True
     except (grpc.aio.AioRpcError, asyncio.CancelledError) as exc:
         if (failure := failed_prefill(prefill_call)) is not None:
             raise map_rpc_error(failure, "prefill") from exc
@@ -187,6 +188,8 @@ async def _relay_then_main(peers: Peers, job: Job, mode: Mode, md, md_hit: int, 
         md_task.cancel()
         if not prefill_call.done():
             prefill_call.cancel()
+        elif not ended and not prefill_call.cancelled() and prefill_call.exception() is None:
+            peers.abandon_transfer(prefill, job)  # the WAN transfer to main decode may still be running
     stats["prefill_hit_tokens"] = reply.hit_tokens
     stats["wan_bytes"] = reply.kv_bytes_emulated if not stats["singular"] else stats["wan_bytes"]
     job.timeline["prefill_done"] = reply.prefill_done_unix

@@ -58,9 +58,29 @@ class Peers:
                        if plan.service(n).role is not Role.PREFILL}
         self._next_prefill = 0
         self.kv_bytes_per_token = load_model(plan.scenario.model).kv_bytes_per_token
+        self._cancels: set[asyncio.Task] = set()
 
     async def close(self) -> None:
+        await asyncio.gather(*self._cancels, return_exceptions=True)
         await asyncio.gather(*(c.close() for c in self._channels.values()))
+
+    def abandon_transfer(self, prefill: ServicePlan, job: Job) -> None:
+        """The request ended before its KV landed: stop the bytes nobody will read.
+
+        Without this a failed or abandoned request's transfer keeps its place on the WAN, so after
+        a partition the line first carries the KV of requests that already timed out.
+        """
+        task = asyncio.ensure_future(self._cancel_transfer(prefill, job))
+        self._cancels.add(task)
+        task.add_done_callback(self._cancels.discard)
+
+    async def _cancel_transfer(self, prefill: ServicePlan, job: Job) -> None:
+        try:
+            await self.prefill[prefill.name].CancelTransfer(
+                pb.CancelRequest(request_id=job.request_id, reason="the request ended"), timeout=5.0,
+                metadata=metadata(job.request_id))
+        except grpc.aio.AioRpcError:
+            pass  # prefill is gone too: nothing of this request is being sent
 
     def services(self, *roles: Role) -> list[ServicePlan]:
         return self.plan.with_role(*roles)
@@ -181,10 +201,12 @@ async def run_p_d(peers: Peers, job: Job, mode: Mode, decode: ServicePlan, hit: 
         metadata=metadata(job.request_id))
     prefill, prefill_call = start_prefill(peers, job, decode.name, hit)
     cancel_on_failure(prefill_call, gen)
+    landed = False
     try:
         async for token in stream_decode(gen, job, stats, "md_tokens"):
             yield token
         reply = await prefill_call
+        landed = True
     except (grpc.aio.AioRpcError, asyncio.CancelledError) as exc:
         if (failure := failed_prefill(prefill_call)) is not None:
             raise map_rpc_error(failure, "prefill") from exc
@@ -195,6 +217,8 @@ async def run_p_d(peers: Peers, job: Job, mode: Mode, decode: ServicePlan, hit: 
         gen.cancel()
         if not prefill_call.done():
             prefill_call.cancel()
+        elif not landed and not prefill_call.cancelled() and prefill_call.exception() is None:
+            peers.abandon_transfer(prefill, job)
     stats["prefill_hit_tokens"] = reply.hit_tokens
     job.timeline["prefill_done"] = reply.prefill_done_unix
     if peers.plan.link(prefill.name, decode.name).kind == "wan":
