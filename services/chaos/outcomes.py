@@ -74,10 +74,12 @@ class Outcome:
         return not self.streamed or (self.ttft_s is not None and self.ttft_s <= ttft_bound_s)
 
     def error_label(self) -> str:
-        """A short label to group errors by: the status, or the kind of loss."""
-        if self.kind == "failed":
-            return f"{self.http_status or 'sse'}: {self.message[:80]}"
-        return f"{self.kind}: {self.message[:80]}"
+        """A short label to group errors by: the status (or the kind of loss) and the message, less its id."""
+        message = self.message.replace(self.request_id, "<id>")[:90]
+        if self.kind != "failed":
+            return f"{self.kind}: {message}"
+        # A stream that had begun carries its error as an SSE event under the 200 it started with.
+        return f"{'SSE error' if self.http_status == 200 else f'HTTP {self.http_status}'}: {message}"
 
 
 def percentile(values: list[float], q: float) -> float | None:

@@ -44,9 +44,14 @@ class Baseline:
 
 
 def healthy_run_start(outcomes: list[Outcome], after_s: float, before_s: float, bound_s: float,
-                      now_s: float) -> tuple[float | None, int]:
-    """(send time where the healthy run starts, its length) among requests sent in [after_s, before_s)."""
-    window = sorted((o for o in outcomes if after_s <= o.send_s < before_s), key=lambda o: o.send_s)
+                      now_s: float, ended_by_s: float = float("inf")) -> tuple[float | None, int]:
+    """(send time where the healthy run starts, its length) among requests sent in [after_s, before_s).
+
+    With `ended_by_s` (the next fault's start) only requests that had ended by then count: one still in
+    flight when the next fault struck tells about that fault, not about this one's recovery.
+    """
+    window = sorted((o for o in outcomes if after_s <= o.send_s < before_s and o.end_s <= ended_by_s),
+                    key=lambda o: o.send_s)
     start, length = None, 0
     for outcome in reversed(window):
         ok = outcome.healthy(bound_s) if outcome.done else now_s - outcome.send_s <= bound_s

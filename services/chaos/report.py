@@ -16,7 +16,7 @@ class PhaseReport:
     name: str
     start_s: float
     end_s: float
-    counts: dict[str, int]  # outcomes of requests sent from the fault's start to the next fault's start
+    counts: dict[str, int]  # outcomes of the requests that ended from the fault's start to the next fault's start
     ttft_p99_fault_s: float | None
     recovery_s: float | None  # None: not back to the baseline before the observation ended
     notes: dict = field(default_factory=dict)
@@ -99,11 +99,14 @@ def phase_reports(windows: list[Window], steady: list[Outcome], everything: list
                   observed_until_s: float) -> list[PhaseReport]:
     reports = []
     for i, window in enumerate(windows):
-        until = windows[i + 1].start_s if i + 1 < len(windows) else observed_until_s
-        start, length = healthy_run_start(steady, window.end_s, until, baseline.ttft_bound_s, float("inf"))
+        last = i + 1 == len(windows)
+        until = observed_until_s if last else windows[i + 1].start_s
+        start, length = healthy_run_start(steady, window.end_s, until, baseline.ttft_bound_s, float("inf"),
+                                          ended_by_s=float("inf") if last else until)
         recovery = start - window.end_s if start is not None and length >= MIN_HEALTHY_RUN else None
-        sent = [o for o in everything if window.start_s <= o.send_s < until]
-        reports.append(PhaseReport(window.name, round(window.start_s, 2), round(window.end_s, 2), count(sent),
+        # A request belongs to the fault during whose span it ended: one killed mid-stream was sent earlier.
+        ended = [o for o in everything if window.start_s <= o.end_s and (last or o.end_s < until)]
+        reports.append(PhaseReport(window.name, round(window.start_s, 2), round(window.end_s, 2), count(ended),
                                    ttft_p99(steady, window.start_s, window.end_s),
                                    None if recovery is None else round(recovery, 3), window.notes))
     return reports

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import dataclasses
+import json
 import random
 import tempfile
 import time
@@ -34,6 +35,7 @@ from services.chaos.scenarios import DEADLINES, PRESETS, SCENARIOS, STEADY_RATE,
 from services.chaos.traffic import Traffic
 from services.profiles import load_model
 
+OUTCOMES_FILE = "outcomes.jsonl"
 CLIENT_MARGIN_S = 15.0  # the client waits this much longer than the router's own request deadline
 REST_WAIT_S = 30.0
 
@@ -140,6 +142,7 @@ async def _run(mesh: ChaosMesh, name: str, mode: str, quick: bool, seed: int, be
         reasons, after = await wait_at_rest(mesh, ops, REST_WAIT_S)
 
     everything = [o for t in run.traffics for o in t.outcomes] + run.extra
+    _write_outcomes(mesh.run_dir / OUTCOMES_FILE, everything)
     phases = phase_reports(windows, steady.outcomes, everything, baseline, observed_until)
     leaks = reasons + growth(before, after)
     by_pipeline = _degradations(everything, windows)
@@ -167,6 +170,15 @@ async def _until_recovered(run: RunContext, steady: Traffic, window: Window, bas
                         timings.confirm_s) is not None:
             return
         await asyncio.sleep(0.5)  # the polling period of the recovery check
+
+
+def _write_outcomes(path: Path, outcomes: list[Outcome]) -> None:
+    """One JSON line per request, next to the mesh's logs: what to read when a number looks wrong."""
+    with open(path, "w", encoding="utf-8") as lines:
+        for o in sorted(outcomes, key=lambda o: o.send_s):
+            record = {k: v for k, v in asdict(o).items() if k != "output_ids"}
+            record["end_s"] = None if not o.done else round(o.end_s, 4)
+            lines.write(json.dumps(record) + "\n")
 
 
 def _degradations(outcomes: list[Outcome], windows: list[Window]) -> dict[str, int]:

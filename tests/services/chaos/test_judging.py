@@ -113,3 +113,12 @@ def test_relay_scenarios_refuse_pd_cross_with_the_reason():
         assert "pdd only" in not_applicable(name, "pd-cross") and "no relay-decode tier" in not_applicable(name, "pd-cross")
     assert set(SCENARIOS) == {"wan-jitter", "wan-partition", "kill-md", "kill-rld", "kill-prefill", "rld-overload",
                               "slow-consumer"}
+
+
+def test_a_request_the_next_fault_struck_does_not_count_against_this_recovery():
+    outcomes = [_outcome(11 + i) for i in range(8)]
+    struck = _outcome(19.5, "failed")  # sent before the next fault (at 20 s), ended by it
+    struck.end_s = 20.2
+    start, length = healthy_run_start(outcomes + [struck], 10, 20, 2.0, float("inf"), ended_by_s=20)
+    assert (start, length) == (11, 8)
+    assert healthy_run_start(outcomes + [struck], 10, 20, 2.0, float("inf"))[0] is None
