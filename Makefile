@@ -27,13 +27,13 @@ run: $(STAMP) ## the main job: run the mesh and compare modes (writes out/)
 	$(BIN)/pdd-emu demo --out out
 
 test: $(STAMP) ## run the whole test suite (but the compose and chaos stages)
-	$(BIN)/python -m pytest -m "not compose and not chaos" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m "not compose and not chaos" --durations=12 $(PYTEST_ARGS)
 
 test-fast: $(STAMP) ## unit tests only (no processes, namespaces or docker)
 	$(BIN)/python -m pytest -m 'not integration and not kernel and not compose and not chaos and not slow' $(PYTEST_ARGS)
 
 test-chaos: $(STAMP) ## every chaos scenario, quick, in both modes: real meshes under load (about 12 min)
-	$(BIN)/python -m pytest -m chaos tests/chaos $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m chaos tests/chaos --durations=12 $(PYTEST_ARGS)
 
 load: $(STAMP) ## Locust soak of pdd-mini at its rated load: zero errors, RSS of every process (LOAD_DURATION=300s)
 	$(BIN)/pdd-emu chaos soak --duration $(LOAD_DURATION)

@@ -18,9 +18,11 @@ from pathlib import Path
 
 import aiohttp
 
-from benchmarks.meshctl import fresh_prompt, link_stats, mesh, service_stats, stream
+from benchmarks.meshctl import link_stats, mesh, service_stats
+from loadgen.probe import probe_stream
 from services.engine.batch import Chunk, StepBatch
 from services.engine.roofline import RooflineClock
+from services.experiments.handoff import fresh_prompt
 from services.profiles import load_model
 
 
@@ -31,10 +33,10 @@ async def run(args: argparse.Namespace) -> None:
         clock = RooflineClock.for_names(prefill_gpu, scenario.model)
         kv_bytes = args.prompt * load_model(scenario.model).kv_bytes_per_token
         async with aiohttp.ClientSession() as http:
-            await stream(http, url, fresh_prompt(64, 999), 2)  # warm connections and code paths
+            await probe_stream(http, url, scenario.model, fresh_prompt(64, 999), 2)  # warm connections and code paths
             rows = []
             for i in range(args.idle_repeats):
-                result = await stream(http, url, fresh_prompt(args.prompt, i), 4)
+                result = await probe_stream(http, url, scenario.model, fresh_prompt(args.prompt, i), 4)
                 prefill_s = clock.step_seconds(StepBatch(chunks=(Chunk(args.prompt, 0),)))
                 chunks = -(-args.prompt // scenario.engine.chunk_size)
                 if chunks > 1:  # chunked prefill: one step per chunk, each attending over what came before
@@ -51,7 +53,8 @@ async def run(args: argparse.Namespace) -> None:
             for name in names:
                 service_stats(plan, name, reset_lag=True)
             prompts = [fresh_prompt(args.load_prompt, 1000 + i) for i in range(args.concurrency)]
-            results = await asyncio.gather(*(stream(http, url, p, args.max_tokens) for p in prompts))
+            results = await asyncio.gather(*(probe_stream(http, url, scenario.model, p, args.max_tokens)
+                                             for p in prompts))
         print(f"\n{args.concurrency} concurrent streams ({args.load_prompt}-token prompts, {args.max_tokens} tokens):"
               f" all {sum(r['tokens'] == args.max_tokens for r in results)} complete")
         print(f"  {'service':<14}{'lag p50 ms':>12}{'lag p99 ms':>12}{'samples':>9}")

@@ -42,16 +42,9 @@ async def stream_completion(
             async with http.post(endpoint, json=payload, headers=headers) as response:
                 record.http_status = response.status
                 if response.status >= 400:
-                    message = f"HTTP {response.status}: {await _error_text(response)}"
+                    message = f"HTTP {response.status}: {await error_text(response)}"
                     raise StreamError(message, f"http_{response.status}")
-                decoder = SseLineDecoder()
-                async for raw_line in response.content:
-                    data = decoder.feed(raw_line.decode("utf-8", errors="replace"))
-                    if data is not None:
-                        tally.feed_event(data, time.perf_counter())
-                        if tally.done:
-                            break
-                tally.check_complete()
+                await read_stream(response, tally)
     except TimeoutError:
         record.status, record.error = "timeout", f"no complete answer within {timeout_s:g}s"
     except StreamError as error:
@@ -66,7 +59,20 @@ async def stream_completion(
     return record, tally.output_ids
 
 
-async def _error_text(response: aiohttp.ClientResponse) -> str:
+async def read_stream(response: aiohttp.ClientResponse, tally: StreamTally) -> None:
+    """Feed every SSE event to the tally up to [DONE]; StreamError if the stream broke its contract."""
+    decoder = SseLineDecoder()
+    async for raw_line in response.content:
+        data = decoder.feed(raw_line.decode("utf-8", errors="replace"))
+        if data is not None:
+            tally.feed_event(data, time.perf_counter())
+            if tally.done:
+                break
+    tally.check_complete()
+
+
+async def error_text(response: aiohttp.ClientResponse) -> str:
+    """The message of an error response: its OpenAI-style error message, else its first 500 characters."""
     text = await response.text(errors="replace")
     try:
         return error_message(await response.json(content_type=None))

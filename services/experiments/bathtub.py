@@ -75,7 +75,9 @@ class PrefillEmulator:
         self._context = [(i * 7919) % model.vocab_size for i in range(setup.context_tokens)]
 
     def _state(self, index: int, hit_rate: float, arrival_s: float) -> SequenceState:
-        context = self._context
+        # A distinct first token gives every request its own block hashes, so none hits the KV an
+        # earlier one published: the hit is exactly the `kv_tokens` the point asks for.
+        context = [index % self.vocab_size] + self._context[1:]
         kv = len(context) - uncached_tokens(self.setup, hit_rate)
         seq = Sequence(request_id=f"r{index}", context=context, prompt_len=len(context), kv_tokens=kv, generate=1,
                        first_position=0, seed=0, fingerprint=index)
@@ -107,7 +109,7 @@ class PrefillEmulator:
         return n / makespan, n * uncached_tokens(self.setup, hit_rate) / makespan
 
     def goodput(self, hit_rate: float, capacity_rps: float, requests: int, rng: random.Random,
-                iterations: int = 7) -> float:
+                iterations: int = 6) -> float:
         """Max goodput rate by bisection, with the same random gaps at every rate (common random numbers)."""
         gaps = [rng.expovariate(1.0) for _ in range(requests)]
 

@@ -30,8 +30,8 @@ def bathtub_experiment(quick: bool, out: Path, log: Log) -> ExperimentResult:
         depths[label] = dip_depths(curves[label], predicted)
         dips[label] = [h for h, d in depths[label].items() if d >= DIP_DEPTH]
     if not quick:
-        log("bathtub: max goodput every 2% (chunk 8192, tails isolated)")
-        goodput = {p.hit_rate: p.goodput_rps for p in bathtub(MAIN, hit_grid(0.02), goodput_requests=48)}
+        log("bathtub: max goodput every 4% (chunk 8192, tails isolated)")
+        goodput = {p.hit_rate: p.goodput_rps for p in bathtub(MAIN, hit_grid(0.04), goodput_requests=160)}
         curves["chunk 8192, tails isolated"] = [replace(p, goodput_rps=goodput.get(p.hit_rate))
                                                 for p in curves["chunk 8192, tails isolated"]]
     main_label = "chunk 8192, tails isolated"

@@ -14,15 +14,14 @@ whose bytes cross it, feels it; token ids travel on the control plane.
 from __future__ import annotations
 
 import asyncio
-import json
 import statistics
 import tempfile
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import aiohttp
 
+from loadgen.probe import probe_stream
 from services.engine.batch import StepBatch
 from services.engine.roofline import RooflineClock
 from services.launcher.plan import build_plan
@@ -63,27 +62,6 @@ def prompt_for_cut(scenario: Scenario, cut_tokens: int) -> int:
     return min(estimate, model.max_context // 2)
 
 
-async def stream_one(http: aiohttp.ClientSession, url: str, model: str, prompt: list[int], max_tokens: int) -> dict:
-    """One streamed completion: the largest gap between tokens the client saw, and the final `pdd` stats."""
-    body = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "stream": True}
-    stamps, pdd = [], None
-    async with http.post(f"{url}/v1/completions", json=body) as response:
-        if response.status != 200:
-            raise RuntimeError(f"HTTP {response.status}: {await response.text()}")
-        async for raw in response.content:
-            line = raw.decode().strip()
-            if not line.startswith("data: ") or line == "data: [DONE]":
-                continue
-            chunk = json.loads(line[6:])
-            if "error" in chunk:
-                raise RuntimeError(chunk["error"]["message"])
-            if chunk["choices"][0]["text"]:
-                stamps.append(time.perf_counter())
-            pdd = chunk.get("pdd") or pdd
-    gaps = [b - a for a, b in zip(stamps, stamps[1:])]
-    return {"max_gap_s": max(gaps, default=0.0), "pdd": pdd}
-
-
 async def measure(scenario: Scenario, prompt_tokens: int, requests: int, max_tokens: int, run_dir: Path,
                   salt: int = 5000) -> HandoffStats:
     """Send `requests` fresh prompts one after another; keep the relayed ones that handed off."""
@@ -95,7 +73,7 @@ async def measure(scenario: Scenario, prompt_tokens: int, requests: int, max_tok
     try:
         async with aiohttp.ClientSession(timeout=timeout) as http:
             for i in range(requests):
-                result = await stream_one(http, url, scenario.model, fresh_prompt(prompt_tokens, salt + i), max_tokens)
+                result = await probe_stream(http, url, scenario.model, fresh_prompt(prompt_tokens, salt + i), max_tokens)
                 handoff = result["pdd"]["handoff"]
                 if result["pdd"]["pipeline"] != "P-RLD-MD" or not handoff:
                     continue

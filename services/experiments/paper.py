@@ -67,7 +67,7 @@ def expected_request_rate(scenario: Scenario, users: int, think_s: float, output
 
 
 QUICK = PaperConfig(users=(20,), first_ramp_s=30.0, step_ramp_s=0.0, settle_s=15.0, measure_s=30.0)
-FULL = PaperConfig(users=(20, 35, 50, 65, 80), first_ramp_s=60.0, step_ramp_s=10.0, settle_s=20.0, measure_s=45.0)
+FULL = PaperConfig(users=(40, 70, 100, 130, 160), first_ramp_s=60.0, step_ramp_s=15.0, settle_s=20.0, measure_s=45.0)
 
 
 @dataclass

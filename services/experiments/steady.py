@@ -83,9 +83,11 @@ def window_records(records: list[dict], window: Window) -> list[dict]:
             if window.start_s <= r["send_s"] < window.end_s]
 
 
-def _clearly_failing(records: list[dict], window: Window, sla: SlaConfig) -> bool:
-    done = [r for r in records if window.start_s <= r["send_s"] < window.end_s]
-    return bool(done) and sum(meets_sla(r, sla) for r in done) < STOP_BELOW_ATTAINMENT * len(done)
+def _clearly_failing(records: list[dict], sends: list[float], window: Window, sla: SlaConfig) -> bool:
+    """Judged on every request sent in the window: one still unanswered a step later counts as missing."""
+    sent = sum(window.start_s <= t < window.end_s for t in sends)
+    good = sum(meets_sla(r, sla) for r in records if window.start_s <= r["send_s"] < window.end_s)
+    return sent > 0 and good < STOP_BELOW_ATTAINMENT * sent
 
 
 async def run_staircase(url: str, model: str, workload_spec: str, stairs: Staircase, out_dir: Path, sla: SlaConfig,
@@ -101,8 +103,8 @@ async def run_staircase(url: str, model: str, workload_spec: str, stairs: Stairc
     k = stairs.dilation
     population = staircase(stairs.steps)
     windows = population.windows
-    workload = SteadyAgenticWorkload(config.model_copy(update={"think": config.think * k}),
-                                     random.Random(stairs.seed))
+    real_think_s = config.think * k
+    workload = SteadyAgenticWorkload(config.model_copy(update={"think": real_think_s}), random.Random(stairs.seed))
     out_dir.mkdir(parents=True, exist_ok=True)
     endpoint = url.rstrip("/") + "/v1/completions"
     timeout_s = stairs.request_timeout_s * k
@@ -120,6 +122,7 @@ async def run_staircase(url: str, model: str, workload_spec: str, stairs: Stairc
         dispatcher = Dispatcher(send, recorder, clock, None, stop_sending)
         loop = asyncio.get_running_loop()
         reached = [len(windows)]
+        sends: list[float] = []  # emulated send times, answered or not
 
         def emulated() -> list[dict]:
             return [to_emulated_record(dataclasses.asdict(r), k) for r in recorder.records]
@@ -129,7 +132,7 @@ async def run_staircase(url: str, model: str, workload_spec: str, stairs: Stairc
             for index, window in enumerate(windows[:-1]):
                 check_s = windows[index + 1].start_s
                 await asyncio.sleep(max(0.0, check_s * k - clock.now()))
-                if _clearly_failing(emulated(), window, sla):
+                if _clearly_failing(emulated(), sends, window, sla):
                     reached[0] = index + 1
                     stop_sending.set()
                     return
@@ -144,15 +147,20 @@ async def run_staircase(url: str, model: str, workload_spec: str, stairs: Stairc
                     plan = session.first_request()
                 elif plan.think_s > 0 and not await clock.sleep_until(clock.now() + plan.think_s):
                     return
+                sends.append(clock.now() / k)
                 outcome = await dispatcher.result(dispatcher.launch(plan, session, None))
                 if outcome is None:
                     return
                 record, output_ids = outcome
                 if record.ok:
                     plan = session.next_turn(plan.prompt, output_ids)
-                else:
-                    session.abandon()
-                    plan = None
+                    continue
+                # A failed turn ends the session; the agent thinks before its next one rather than
+                # hammering a failing deployment with fresh sessions.
+                session.abandon()
+                plan = None
+                if not await clock.sleep_until(clock.now() + real_think_s):
+                    return
 
         async def ramped() -> None:
             await asyncio.sleep(stairs.steps[0].ramp_s * k)
@@ -163,8 +171,13 @@ async def run_staircase(url: str, model: str, workload_spec: str, stairs: Stairc
         timer = loop.call_later(population.end_s * k, stop_sending.set)
         helpers = [asyncio.create_task(watch()), asyncio.create_task(ramped())]
         try:
-            await asyncio.gather(*(agent(start) for start in population.starts))
-            await dispatcher.drain()
+            try:
+                await asyncio.gather(*(agent(start) for start in population.starts))
+                await dispatcher.drain()
+            except asyncio.CancelledError:
+                dispatcher.interrupt()  # in-flight requests are cancelled and recorded as such
+                await dispatcher.drain()
+                raise
         finally:
             timer.cancel()
             for task in helpers:

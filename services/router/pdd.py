@@ -21,7 +21,7 @@ import grpc
 
 from services.router.api import ApiError
 from services.router.pipelines import (
-    Finished, Job, Peers, Token, base_stats, cancel_on_failure, failed_prefill, map_rpc_error, run_p_d,
+    Finished, Job, Peers, Token, base_stats, cancel_on_failure, map_rpc_error, raise_pipeline_error, run_p_d,
     start_prefill,
 )
 from services.router.policy import PipelinePolicy
@@ -175,11 +175,7 @@ async def _relay_then_main(peers: Peers, job: Job, mode: Mode, md, md_hit: int, 
         reply = await prefill_call
         ended = True
     except (grpc.aio.AioRpcError, asyncio.CancelledError) as exc:
-        if (failure := failed_prefill(prefill_call)) is not None:
-            raise map_rpc_error(failure, "prefill") from exc
-        if isinstance(exc, asyncio.CancelledError):
-            raise
-        raise map_rpc_error(exc, "relay decode") from exc
+        raise_pipeline_error(exc, prefill_call, "relay decode")
     finally:
         if relay_held:
             dispatches[relay.name] -= 1

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, NoReturn
 
 import grpc
 
@@ -180,8 +180,18 @@ def cancel_on_failure(call: asyncio.Future, *streams) -> None:
     call.add_done_callback(_done)
 
 
-def failed_prefill(call: asyncio.Future) -> BaseException | None:
-    return call.exception() if call.done() and not call.cancelled() else None
+def raise_pipeline_error(exc: BaseException, prefill_call: asyncio.Future, stage: str) -> NoReturn:
+    """Raise a pipeline's failure as the client should see it.
+
+    A failed prefill explains whatever the decoder reported after it, so it is named first; a
+    cancellation (the client left, or the request deadline) stays a cancellation.
+    """
+    failure = prefill_call.exception() if prefill_call.done() and not prefill_call.cancelled() else None
+    if failure is not None:
+        raise map_rpc_error(failure, "prefill") from exc
+    if isinstance(exc, asyncio.CancelledError):
+        raise exc
+    raise map_rpc_error(exc, stage) from exc
 
 
 async def prefill_then_decode(peers: Peers, job: Job, mode: Mode) -> AsyncIterator[Token | Finished]:
@@ -208,11 +218,7 @@ async def run_p_d(peers: Peers, job: Job, mode: Mode, decode: ServicePlan, hit: 
         reply = await prefill_call
         landed = True
     except (grpc.aio.AioRpcError, asyncio.CancelledError) as exc:
-        if (failure := failed_prefill(prefill_call)) is not None:
-            raise map_rpc_error(failure, "prefill") from exc
-        if isinstance(exc, asyncio.CancelledError):
-            raise
-        raise map_rpc_error(exc, "decode") from exc
+        raise_pipeline_error(exc, prefill_call, "decode")
     finally:
         gen.cancel()
         if not prefill_call.done():

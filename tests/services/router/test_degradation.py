@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import grpc
 import pytest
 
 from services.launcher.plan import build_plan
 from services.router.api import ApiError
 from services.router.pdd import _relay_load, relay_dispatches
-from services.router.pipelines import Job, Peers
+from services.router.pipelines import Job, Peers, raise_pipeline_error
 from services.scenario import load_scenario
 from services.types import Role
 
@@ -61,3 +63,25 @@ def test_the_relay_load_counts_requests_sent_its_way_before_it_sees_them():
     relay_dispatches(peers)[relay.name] += capacity  # a burst the relay has not admitted yet
     assert _relay_load(peers, relay, 0.1) == 1.0  # saturated: the policy now routes P-MD
     assert _relay_load(peers, relay, 1.5) == 1.5  # the relay's own figure wins when it is higher
+
+
+def _rpc_error(code: grpc.StatusCode, details: str) -> grpc.aio.AioRpcError:
+    return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details=details)
+
+
+async def test_a_failed_prefill_is_named_before_the_decoders_error():
+    prefill = asyncio.get_running_loop().create_future()
+    prefill.set_exception(_rpc_error(grpc.StatusCode.UNAVAILABLE, "prefill went away"))
+    with pytest.raises(ApiError) as failure:
+        raise_pipeline_error(_rpc_error(grpc.StatusCode.DEADLINE_EXCEEDED, "no KV"), prefill, "decode")
+    assert failure.value.status == 503 and failure.value.message == "prefill failed: prefill went away"
+
+
+async def test_the_decoders_error_when_prefill_is_fine_and_a_cancellation_stays_one():
+    prefill = asyncio.get_running_loop().create_future()
+    with pytest.raises(ApiError) as failure:
+        raise_pipeline_error(_rpc_error(grpc.StatusCode.DEADLINE_EXCEEDED, "no KV"), prefill, "relay decode")
+    assert failure.value.status == 504 and failure.value.message == "relay decode failed: no KV"
+    prefill.set_result(None)
+    with pytest.raises(asyncio.CancelledError):
+        raise_pipeline_error(asyncio.CancelledError(), prefill, "decode")
