@@ -73,7 +73,8 @@ async def measure(scenario: Scenario, prompt_tokens: int, requests: int, max_tok
     try:
         async with aiohttp.ClientSession(timeout=timeout) as http:
             for i in range(requests):
-                result = await probe_stream(http, url, scenario.model, fresh_prompt(prompt_tokens, salt + i), max_tokens)
+                prompt = fresh_prompt(prompt_tokens, salt + i)
+                result = await probe_stream(http, url, scenario.model, prompt, max_tokens)
                 handoff = result["pdd"]["handoff"]
                 if result["pdd"]["pipeline"] != "P-RLD-MD" or not handoff:
                     continue
