@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
-from services.engine.batch import StepBatch
+from services.engine.batch import Chunk, StepBatch
 from services.engine.parallelism import (
     COMBINE_BYTES, DISPATCH_BYTES, Parallelism, allgather_seconds, allreduce_seconds, alltoall_seconds,
 )
@@ -109,6 +109,13 @@ class RooflineClock:
             gpu_s += (compute_s if compute_s > memory_s else memory_s) * per_rank
         seconds = self._with_launch(gpu_s, token_costs.launch_s, style)
         return self._with_host_load(seconds, batch.host_load_tokens) if batch.host_load_tokens else seconds
+
+    def chunked_prefill_seconds(self, tokens: int, chunk_tokens: int, cached_tokens: int = 0) -> float:
+        """A lone prompt computed in chunks of `chunk_tokens`, each over the KV of those before it."""
+        return sum(
+            self.step_seconds(StepBatch(chunks=(Chunk(min(chunk_tokens, cached_tokens + tokens - done), done),)))
+            for done in range(cached_tokens, cached_tokens + tokens, chunk_tokens)
+        )
 
     def _with_host_load(self, seconds: float, tokens: int) -> float:
         """Layer-wise load overlapped with compute, as HiCache does: only the first layer's share shows."""
