@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from services.engine.host_tier import HostTier
 from services.engine.tokens import splitmix64
 from services.types import TokenId
 
@@ -120,9 +121,7 @@ class PrefixCache:
                 f"capacity ({capacity_blocks}) and block size ({block_size}) must be positive, "
                 f"host blocks ({host_blocks}) 0 or more"
             )
-        self.host_capacity_blocks = host_blocks
-        self._host: OrderedDict[int, None] = OrderedDict()  # hashes held in host memory; least recent first
-        self.host_evictions = 0
+        self.host = HostTier(host_blocks)
         self.capacity_blocks = capacity_blocks
         self.block_size = block_size
         self._refs: dict[int, int] = {}  # published hash -> sequences referencing it
@@ -154,12 +153,20 @@ class PrefixCache:
         return self.capacity_blocks - self.used_blocks
 
     @property
+    def host_capacity_blocks(self) -> int:
+        return self.host.capacity_blocks
+
+    @property
     def host_cached_blocks(self) -> int:
-        return len(self._host)
+        return len(self.host.blocks)
+
+    @property
+    def host_evictions(self) -> int:
+        return self.host.evictions
 
     def held_prefix_blocks(self, hashes: list[int]) -> int:
         """Leading blocks of `hashes` held in device memory or in the host tier."""
-        held, refs, host = 0, self._refs, self._host
+        held, refs, host = 0, self._refs, self.host.blocks
         for block_hash in hashes:
             if block_hash not in refs and block_hash not in host:
                 break
@@ -201,7 +208,7 @@ class PrefixCache:
         for block_hash, present in zip(hashes[:hit], on_device):
             if not present:
                 self._refs[block_hash] = 1  # loaded back; the host copy stays (HiCache keeps both)
-                self._host.move_to_end(block_hash)
+                self.host.touch(block_hash)
         self._holdings[seq_id] = _Holding(list(hashes[:hit]), private, loaded)
         return hit
 
@@ -262,15 +269,9 @@ class PrefixCache:
 
     def _reserve(self, blocks: int) -> None:
         shortfall = blocks - self.free_blocks
-        host, host_capacity = self._host, self.host_capacity_blocks
         for _ in range(max(shortfall, 0)):
             victim, _ = self._evictable.popitem(last=False)
             del self._refs[victim]
             self.evictions += 1
-            if host_capacity:  # demoted, not lost: written back to host memory on eviction
-                host[victim] = None
-                host.move_to_end(victim)
-                if len(host) > host_capacity:
-                    host.popitem(last=False)
-                    self.host_evictions += 1
+            self.host.touch(victim)  # demoted, not lost, when there is a host tier
         self._private_blocks += blocks
