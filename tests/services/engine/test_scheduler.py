@@ -290,3 +290,13 @@ async def test_caught_up_raises_when_the_sequence_is_cancelled(make_engine):
     handle.cancel()
     with pytest.raises(EngineStopped):
         await asyncio.wait_for(waiter, 5)
+
+
+async def test_preemptions_reach_the_engine_stats_and_every_stream_completes(make_engine):
+    engine = await make_engine(kv_capacity_blocks=12, block_size=16)
+    old = engine.submit(fresh("old", prompt(64, salt=1), generate=80))  # grows to 9 blocks
+    new = engine.submit(fresh("new", prompt(64, salt=2), generate=40))  # grows to 7: both cannot fit
+    (old_tokens, _), (new_tokens, new_done) = await asyncio.gather(collect(old), collect(new))
+    assert [t.position for t in new_tokens] == list(range(40)) and len(old_tokens) == 80
+    assert new_done.stats.preemptions >= 1
+    assert engine.stats().preemptions == new_done.stats.preemptions
