@@ -20,7 +20,6 @@ import aiohttp
 
 from benchmarks.meshctl import link_stats, mesh, service_stats
 from loadgen.probe import probe_stream
-from services.engine.batch import Chunk, StepBatch
 from services.engine.roofline import RooflineClock
 from services.experiments.handoff import fresh_prompt
 from services.profiles import load_model
@@ -37,12 +36,8 @@ async def run(args: argparse.Namespace) -> None:
             rows = []
             for i in range(args.idle_repeats):
                 result = await probe_stream(http, url, scenario.model, fresh_prompt(args.prompt, i), 4)
-                prefill_s = clock.step_seconds(StepBatch(chunks=(Chunk(args.prompt, 0),)))
-                chunks = -(-args.prompt // scenario.engine.chunk_size)
-                if chunks > 1:  # chunked prefill: one step per chunk, each attending over what came before
-                    prefill_s = sum(clock.step_seconds(StepBatch(chunks=(Chunk(min(scenario.engine.chunk_size,
-                                    args.prompt - k * scenario.engine.chunk_size), k * scenario.engine.chunk_size),)))
-                                    for k in range(chunks))
+                chunk = scenario.engine.long_prefill_token_threshold or scenario.engine.max_batched_tokens
+                prefill_s = clock.chunked_prefill_seconds(args.prompt, chunk)
                 transfer_s = scenario.wan.delay_s + kv_bytes * 8 / scenario.wan.rate_bps
                 rows.append((result["ttft_s"], prefill_s, transfer_s))
             print(f"idle TTFT, {args.prompt}-token fresh prompt on {scenario.name}:")

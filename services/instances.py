@@ -2,8 +2,8 @@
 
 Every role (prefill, decode, relay decode, colocated) builds its instances the
 same way: one Engine per instance, clocked by the roofline model of the pool's
-GPU and TP degree, with KV capacity = (HBM x TP x utilisation - weights) / KV
-bytes per block (docs/engine.md §Capacity).
+GPU and parallel layout, sized by services/scenario/sizing.py (docs/engine.md
+§Capacity).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from services.engine.pool import InstancePool
-from services.engine.prefix_cache import block_hashes, kv_capacity_blocks
+from services.engine.prefix_cache import block_hashes
 from services.engine.roofline import RooflineClock
 from services.engine.scheduler import Engine, EngineConfig, SequenceHandle
 from services.engine.sequence import FinishedEvent, TokenEvent
@@ -28,31 +28,21 @@ from services.launcher.plan import MeshPlan, ServicePlan
 from services.observability import add_ops_routes
 from services.profiles import load_gpu, load_model
 from services.rpc import server as grpc_server
+from services.scenario.sizing import instance_sizing
 
 log = logging.getLogger(__name__)
-
-
-def kv_replication(model, tp: int) -> int:
-    """How many TP ranks hold a copy of each KV entry (docs/engine.md §Capacity).
-
-    GQA shards KV heads across ranks until there are more ranks than heads; MLA's
-    latent cache is not split by head, so every rank keeps all of it.
-    """
-    if model.mla is not None:
-        return tp
-    return max(1, tp // model.num_kv_heads)
 
 
 def build_engines(plan: MeshPlan, service: ServicePlan) -> list[Engine]:
     scenario, pool = plan.scenario, service.pool
     gpu, model = load_gpu(pool.gpu), load_model(scenario.model)
-    clock = RooflineClock(gpu, model, tp=pool.tp)
+    sizing = instance_sizing(scenario, pool)
+    clock = RooflineClock(gpu, model, tp=pool.tp, dp_attention=pool.dp_attention, ep=pool.ep)
     spec = scenario.engine
-    capacity = kv_capacity_blocks(gpu.hbm_bytes, spec.gpu_memory_utilization, model.weight_bytes,
-                                  model.kv_bytes_per_token * kv_replication(model, pool.tp), spec.block_size, tp=pool.tp)
-    config = EngineConfig(kv_capacity_blocks=capacity, vocab_size=model.vocab_size, block_size=spec.block_size,
-                          max_num_batched_tokens=spec.max_batched_tokens, chunk_size=spec.chunk_size,
-                          max_running=spec.max_running, max_context=model.max_context)
+    config = EngineConfig(kv_capacity_blocks=sizing.kv_capacity_blocks, vocab_size=model.vocab_size,
+                          block_size=spec.block_size, max_num_batched_tokens=spec.max_batched_tokens,
+                          chunk_size=spec.long_prefill_token_threshold, max_running=sizing.max_running,
+                          max_context=model.max_context, host_cache_blocks=sizing.host_cache_blocks)
     step_seconds = clock.step_seconds
     if scenario.time_dilation != 1.0:
         dilation = scenario.time_dilation
@@ -78,6 +68,8 @@ class _EngineCollector:
             "vllm:generation_tokens": ("tokens_generated", "Tokens generated"),
             "pdd_engine_busy_seconds": ("busy_seconds", "Emulated GPU-busy time"),
             "pdd_engine_steps": ("steps", "Engine steps run"),
+            "vllm:num_preemptions": ("preemptions", "Running sequences preempted for KV room and recomputed"),
+            "pdd_engine_host_prefix_cache_hits": ("host_cache_hit_tokens", "Prompt tokens loaded from host memory"),
         }
         stats = [(e.name, e.stats()) for e in self.engines]
         for name, (attr, doc) in gauges.items():
@@ -103,7 +95,7 @@ class RoleProcess:
 
     def load(self) -> float:
         """Sequences admitted or waiting, as a fraction of what the pool can run at once."""
-        capacity = sum(e.config.max_running for e in self.engines)
+        capacity = sum(e.config.running_cap for e in self.engines)
         return sum(e.load for e in self.engines) / capacity
 
     def instance_name(self, engine: Engine) -> str:

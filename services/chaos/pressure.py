@@ -12,6 +12,7 @@ from services.chaos.outcomes import Outcome
 from services.chaos.slow import slow_completion
 from services.chaos.traffic import Traffic
 from services.types import Role
+from services.scenario.sizing import instance_sizing
 
 if TYPE_CHECKING:
     from services.chaos.runner import RunContext
@@ -32,7 +33,7 @@ class RelayOverload:
 
     async def apply(self, run: RunContext) -> Window:
         relay = run.mesh.services(Role.RELAY_DECODE)[0]
-        capacity = relay.pool.count * run.mesh.scenario.engine.max_running
+        capacity = relay.pool.count * instance_sizing(run.mesh.scenario, relay.pool).max_running
         flood = Traffic(run.target, self.workload, self.rate, "overload", run.seed + 1, self.burst)
         run.traffics.append(flood)
         stop = asyncio.Event()

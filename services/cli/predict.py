@@ -28,7 +28,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--model", required=True, help="model profile, e.g. llama3-8b")
     parser.add_argument("--layers", type=int, metavar="N",
                         help="predict N decoder layers only, without embeddings, LM head and sampling")
-    parser.add_argument("--tp", type=int, default=1, metavar="N", help="tensor-parallel degree (default 1)")
+    parser.add_argument("--tp", type=int, default=1, metavar="N", help="GPUs of the instance, tensor-parallel (default 1)")
+    parser.add_argument("--dp-attention", type=int, default=1, metavar="D",
+                        help="data-parallel attention groups: attention is tensor-parallel over tp / D GPUs and each "
+                             "group serves 1/D of the sequences (default 1: off)")
+    parser.add_argument("--ep", type=int, default=1, metavar="E",
+                        help="expert parallelism: 1 (experts tensor-parallel) or tp (whole experts per GPU, "
+                             "all-to-all dispatch and combine)")
     shape = parser.add_mutually_exclusive_group(required=True)
     shape.add_argument("--prefill-tokens", type=int, metavar="T", help="one sequence's prefill of T tokens")
     shape.add_argument("--extend-tokens", type=int, metavar="T", help="T new tokens appended to --context cached ones")
@@ -80,7 +86,8 @@ def build_batch(args: argparse.Namespace, model: ModelProfile) -> tuple[StepBatc
 
 def _as_dict(args: argparse.Namespace, step: str, p: StepPrediction) -> dict:
     return {
-        "gpu": args.gpu, "model": args.model, "tp": args.tp, "layers": args.layers, "step": step,
+        "gpu": args.gpu, "model": args.model, "tp": args.tp, "dp_attention": args.dp_attention, "ep": args.ep,
+        "layers": args.layers, "step": step,
         "launch_style": p.launch_style.value, "seconds": p.seconds, "ms": p.seconds * 1e3,
         "flops": p.flops, "bytes": p.bytes, "bound": p.bound,
         "compute_s": p.compute_s, "memory_s": p.memory_s, "overhead_s": p.overhead_s,
@@ -91,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         gpu, model = load_gpu(args.gpu), load_model(args.model)
         batch, step = build_batch(args, model)
-        clock = RooflineClock(gpu, model, tp=args.tp, layers=args.layers)
+        clock = RooflineClock(gpu, model, tp=args.tp, layers=args.layers, dp_attention=args.dp_attention, ep=args.ep)
     except ValueError as exc:  # unknown names, bad sizes, tp or layers the model cannot take
         fail(str(exc))
     prediction = clock.predict(batch)
@@ -100,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         layers = "all layers" if args.layers is None else f"{args.layers} layer{'s' * (args.layers > 1)}"
         print(
-            f"{model.name} on {gpu.name} (tp={args.tp}, {layers}), {step}: {prediction.seconds * 1e3:.3f} ms, "
+            f"{model.name} on {gpu.name} (tp={args.tp}, dp_attention={args.dp_attention}, ep={args.ep}, {layers}), {step}: {prediction.seconds * 1e3:.3f} ms, "
             f"{prediction.bound}-bound, {prediction.flops / 1e12:.3f} TFLOP, {prediction.bytes / 1e9:.3f} GB per GPU"
         )
     return 0

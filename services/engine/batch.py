@@ -24,6 +24,7 @@ class Chunk:
 class StepBatch:
     chunks: tuple[Chunk, ...] = ()
     decode_contexts: tuple[int, ...] = field(default=())  # KV length each decoding sequence attends over
+    host_load_tokens: int = 0  # prefix KV loaded from host memory during this step (docs/engine.md, "Host tier")
 
     @property
     def launch_style(self) -> LaunchStyle:

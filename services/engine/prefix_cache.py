@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from services.engine.host_tier import HostTier
 from services.engine.tokens import splitmix64
 from services.types import TokenId
 
@@ -104,14 +105,23 @@ def kv_capacity_blocks(
 class _Holding:
     published: list[int] = field(default_factory=list)  # block hashes this sequence references, in prefix order
     private: int = 0  # blocks reserved for this sequence that are not published (yet)
+    loaded: int = 0  # of the published ones, blocks its admission loaded from the host tier
 
 
 class PrefixCache:
-    """KV block accounting for one instance. Invariant: used + evictable + free == capacity."""
+    """KV block accounting for one instance. Invariant: used + evictable + free == capacity.
 
-    def __init__(self, capacity_blocks: int, block_size: int = DEFAULT_BLOCK_SIZE) -> None:
-        if capacity_blocks <= 0 or block_size <= 0:
-            raise ValueError(f"capacity ({capacity_blocks}) and block size ({block_size}) must be positive")
+    With `host_blocks` > 0, a block evicted from device memory is kept in a host-memory tier
+    (LRU, `host_blocks` long) and a later hit there is loaded back (docs/engine.md, "Host tier").
+    """
+
+    def __init__(self, capacity_blocks: int, block_size: int = DEFAULT_BLOCK_SIZE, host_blocks: int = 0) -> None:
+        if capacity_blocks <= 0 or block_size <= 0 or host_blocks < 0:
+            raise ValueError(
+                f"capacity ({capacity_blocks}) and block size ({block_size}) must be positive, "
+                f"host blocks ({host_blocks}) 0 or more"
+            )
+        self.host = HostTier(host_blocks)
         self.capacity_blocks = capacity_blocks
         self.block_size = block_size
         self._refs: dict[int, int] = {}  # published hash -> sequences referencing it
@@ -142,10 +152,23 @@ class PrefixCache:
     def available_blocks(self) -> int:
         return self.capacity_blocks - self.used_blocks
 
+    @property
+    def host_capacity_blocks(self) -> int:
+        return self.host.capacity_blocks
+
+    @property
+    def host_cached_blocks(self) -> int:
+        return len(self.host.blocks)
+
+    @property
+    def host_evictions(self) -> int:
+        return self.host.evictions
+
     def held_prefix_blocks(self, hashes: list[int]) -> int:
-        held = 0
+        """Leading blocks of `hashes` held in device memory or in the host tier."""
+        held, refs, host = 0, self._refs, self.host.blocks
         for block_hash in hashes:
-            if block_hash not in self._refs:
+            if block_hash not in refs and block_hash not in host:
                 break
             held += 1
         return held
@@ -171,15 +194,32 @@ class PrefixCache:
             raise ValueError(f"sequence {seq_id!r} already holds KV blocks")
         limit = total_blocks if max_hit_blocks is None else min(max_hit_blocks, total_blocks)
         hit = self.held_prefix_blocks(hashes[:limit])
+        on_device = [h in self._refs for h in hashes[:hit]]
+        loaded = on_device.count(False)  # host-tier hits need device blocks to load into
         reclaimed_by_hit = sum(1 for h in hashes[:hit] if h in self._evictable)
         private = total_blocks - hit
-        if private > self.free_blocks + self.evictable_blocks - reclaimed_by_hit:
+        if private + loaded > self.free_blocks + self.evictable_blocks - reclaimed_by_hit:
             return None
-        for block_hash in hashes[:hit]:
-            self._ref(block_hash)
-        self._reserve(private)
-        self._holdings[seq_id] = _Holding(list(hashes[:hit]), private)
+        for block_hash, present in zip(hashes[:hit], on_device):
+            if present:
+                self._ref(block_hash)  # protects it from the eviction _reserve may do below
+        self._reserve(private + loaded)
+        self._private_blocks -= loaded
+        for block_hash, present in zip(hashes[:hit], on_device):
+            if not present:
+                self._refs[block_hash] = 1  # loaded back; the host copy stays (HiCache keeps both)
+                self.host.touch(block_hash)
+        self._holdings[seq_id] = _Holding(list(hashes[:hit]), private, loaded)
         return hit
+
+    def held_blocks(self, seq_id: str) -> int:
+        """Device blocks a sequence holds: its published prefix plus its private reservation."""
+        holding = self._holdings[seq_id]
+        return len(holding.published) + holding.private
+
+    def loaded_blocks(self, seq_id: str) -> int:
+        """Blocks its admission loaded from the host tier."""
+        return self._holdings[seq_id].loaded
 
     def allocate(self, seq_id: str, blocks: int) -> bool:
         """Reserve `blocks` more private blocks for a sequence already admitted; False if they do not fit."""
@@ -233,4 +273,5 @@ class PrefixCache:
             victim, _ = self._evictable.popitem(last=False)
             del self._refs[victim]
             self.evictions += 1
+            self.host.touch(victim)  # demoted, not lost, when there is a host tier
         self._private_blocks += blocks

@@ -14,7 +14,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
-from services.engine.batch import StepBatch
+from services.engine.batch import Chunk, StepBatch
+from services.engine.parallelism import (
+    COMBINE_BYTES, DISPATCH_BYTES, Parallelism, allgather_seconds, allreduce_seconds, alltoall_seconds,
+)
 from services.engine.roofline_ops import (
     ACTIVATION_BYTES, Cost, Gemm, LayerShapes, MlpShape, OpRates, Tally, decode_attention_cost, elementwise_cost,
     expected_distinct_experts, layer_shapes, prefill_attention_cost,
@@ -53,17 +56,27 @@ class _TokenCosts:
 
 
 class RooflineClock:
-    """Predicts step times of `model` on `gpu` with tensor parallelism `tp`.
+    """Predicts step times of `model` on `gpu` over `tp` GPUs, optionally with DP attention and EP.
 
     `layers` overrides the layer count and drops embeddings, LM head and
     sampling, so that one decoder layer can be predicted (docs/roofline.md §Step).
     """
 
-    def __init__(self, gpu: GpuProfile, model: ModelProfile, tp: int = 1, layers: int | None = None) -> None:
+    def __init__(self, gpu: GpuProfile, model: ModelProfile, tp: int = 1, layers: int | None = None,
+                 dp_attention: int = 1, ep: int = 1) -> None:
         if layers is not None and not 1 <= layers <= model.num_layers:
             raise ValueError(f"layers={layers} is outside 1..{model.num_layers} for {model.name}")
         self.gpu, self.model, self.tp, self.layers = gpu, model, tp, layers
-        self._shapes: LayerShapes = layer_shapes(model, tp)
+        if tp not in model.tensor_parallel_degrees():
+            layer_shapes(model, tp)  # raises, naming the degrees the model takes
+        self.parallel = Parallelism(tp, dp_attention, ep)
+        self.parallel.check(model)
+        self._dp = dp_attention
+        self._shapes: LayerShapes = layer_shapes(model, tp, self.parallel.attention_tp, ep)
+        # host-tier KV each GPU loads per token over its PCIe link (docs/engine.md, "Host tier")
+        self._host_load_s_per_token = (
+            model.kv_bytes_per_token * self.parallel.kv_replicas(model) / tp / gpu.pcie_bandwidth_Bps
+        )
         self._rates = OpRates.of(gpu, model.dtype)
         self._weight_bytes = DTYPE_BYTES[model.dtype]
         self._layer_count = layers or model.num_layers
@@ -77,8 +90,9 @@ class RooflineClock:
         self._memo: dict[tuple[int, int, LaunchStyle], _TokenCosts] = {}
 
     @classmethod
-    def for_names(cls, gpu_name: str, model_name: str, tp: int = 1, layers: int | None = None) -> RooflineClock:
-        return cls(load_gpu(gpu_name), load_model(model_name), tp, layers)
+    def for_names(cls, gpu_name: str, model_name: str, tp: int = 1, layers: int | None = None,
+                  dp_attention: int = 1, ep: int = 1) -> RooflineClock:
+        return cls(load_gpu(gpu_name), load_model(model_name), tp, layers, dp_attention, ep)
 
     # --- the hot path ------------------------------------------------------
     def step_seconds(self, batch: StepBatch, launch_style: LaunchStyle | None = None) -> float:
@@ -90,9 +104,23 @@ class RooflineClock:
         key = (tokens, len(contexts) + len(chunks), style)
         token_costs = self._memo.get(key) or self._token_costs(*key)
         gpu_s = token_costs.gpu_s
+        per_rank = self._layer_count / self._dp  # DP attention ranks share the sequences evenly
         for compute_s, memory_s, _, _ in self._attention_costs(batch):
-            gpu_s += (compute_s if compute_s > memory_s else memory_s) * self._layer_count
-        return self._with_launch(gpu_s, token_costs.launch_s, style)
+            gpu_s += (compute_s if compute_s > memory_s else memory_s) * per_rank
+        seconds = self._with_launch(gpu_s, token_costs.launch_s, style)
+        return self._with_host_load(seconds, batch.host_load_tokens) if batch.host_load_tokens else seconds
+
+    def chunked_prefill_seconds(self, tokens: int, chunk_tokens: int, cached_tokens: int = 0) -> float:
+        """A lone prompt computed in chunks of `chunk_tokens`, each over the KV of those before it."""
+        return sum(
+            self.step_seconds(StepBatch(chunks=(Chunk(min(chunk_tokens, cached_tokens + tokens - done), done),)))
+            for done in range(cached_tokens, cached_tokens + tokens, chunk_tokens)
+        )
+
+    def _with_host_load(self, seconds: float, tokens: int) -> float:
+        """Layer-wise load overlapped with compute, as HiCache does: only the first layer's share shows."""
+        load_s = tokens * self._host_load_s_per_token
+        return max(seconds, load_s) + load_s / self._layer_count
 
     def _with_launch(self, gpu_s: float, launch_s: float, style: LaunchStyle) -> float:
         """docs/roofline.md §Fixed costs: launch work overlaps GPU work as far as the style allows."""
@@ -108,9 +136,12 @@ class RooflineClock:
         base = self._token_costs(batch.new_tokens, len(batch.decode_contexts) + len(batch.chunks), style)
         attention = Tally()
         for cost in self._attention_costs(batch):
-            attention.add(cost, self._layer_count)
+            attention.add(cost, self._layer_count / self._dp)
         compute_s, memory_s = base.compute_s + attention.compute_s, base.memory_s + attention.memory_s
         seconds = self._with_launch(compute_s + memory_s, base.launch_s, style)
+        if batch.host_load_tokens:
+            memory_s += self._with_host_load(seconds, batch.host_load_tokens) - seconds
+            seconds = self._with_host_load(seconds, batch.host_load_tokens)
         overhead_s = seconds - compute_s - memory_s  # the launch and step cost not hidden behind GPU work
         parts = {"compute": compute_s, "memory": memory_s, "overhead": overhead_s}
         return StepPrediction(
@@ -143,15 +174,16 @@ class RooflineClock:
     def _token_costs(self, tokens: int, sequences: int, style: LaunchStyle) -> _TokenCosts:
         sh, rates, weight_bytes = self._shapes, self._rates, self._weight_bytes
         tally, layers = Tally(), self._layer_count
+        attention_tokens = tokens / self._dp  # each DP attention rank projects its own sequences' tokens
         for gemm in sh.attention.gemms:
-            tally.add_gemm(rates, tokens, gemm, weight_bytes, layers)
-        tally.add(elementwise_cost(rates, tokens * sh.attention.elementwise_bytes_per_token), layers)
+            tally.add_gemm(rates, attention_tokens, gemm, weight_bytes, layers)
+        tally.add(elementwise_cost(rates, attention_tokens * sh.attention.elementwise_bytes_per_token), layers)
         kernels = sh.attention.kernels * layers
         kernels += self._add_mlp(tally, sh.dense_mlp, tokens, self._dense_layers)
         if sh.moe_mlp is not None:
-            kernels += self._add_mlp(tally, sh.moe_mlp, tokens, self._moe_layers)
-        if self.tp > 1:  # docs/roofline.md §Tensor parallelism: two all-reduces per layer
-            tally.memory_s += 2 * layers * self._allreduce_seconds(tokens * sh.allreduce_bytes_per_token)
+            kernels += self._add_mlp(tally, sh.moe_mlp, tokens, self._moe_layers, self.parallel.ep)
+        dense_comm_s, moe_comm_s = self._layer_comm_seconds(tokens)
+        tally.memory_s += self._dense_layers * dense_comm_s + self._moe_layers * moe_comm_s
         if self._with_head:
             kernels += self._add_head(tally, tokens, sequences)
         costs = _TokenCosts(
@@ -163,18 +195,39 @@ class RooflineClock:
         self._memo[(tokens, sequences, style)] = costs
         return costs
 
-    def _add_mlp(self, tally: Tally, mlp: MlpShape, tokens: int, layers: int) -> int:
+    def _add_mlp(self, tally: Tally, mlp: MlpShape, tokens: int, layers: int, ep: int = 1) -> int:
         if layers == 0:
             return 0
+        # with EP each GPU runs the router and shared experts on its own 1/tp of the tokens
+        local_tokens = tokens / self.tp if ep > 1 else tokens
         for gemm in mlp.gemms:
-            tally.add_gemm(self._rates, tokens, gemm, self._weight_bytes, layers)
-        tally.add(elementwise_cost(self._rates, tokens * mlp.elementwise_bytes_per_token), layers)
+            tally.add_gemm(self._rates, local_tokens, gemm, self._weight_bytes, layers)
+        tally.add(elementwise_cost(self._rates, local_tokens * mlp.elementwise_bytes_per_token), layers)
         if mlp.routed_experts:  # docs/roofline.md §MoE: only the experts the batch touches are read
             distinct = expected_distinct_experts(mlp.routed_experts, mlp.experts_per_token, tokens)
             tokens_per_expert = tokens * mlp.experts_per_token / distinct
-            for gemm in mlp.expert_gemms:
-                tally.add_gemm(self._rates, tokens_per_expert, gemm, self._weight_bytes, layers * distinct)
+            for gemm in mlp.expert_gemms:  # with EP a GPU holds 1/ep of the touched experts
+                tally.add_gemm(self._rates, tokens_per_expert, gemm, self._weight_bytes, layers * distinct / ep)
         return mlp.kernels * layers
+
+    def _layer_comm_seconds(self, tokens: int) -> tuple[float, float]:
+        """docs/roofline.md §Parallelism: communication of one dense layer and of one MoE layer."""
+        gpu, tp, dp, group = self.gpu, self.tp, self._dp, self.parallel.attention_tp
+        row = self._shapes.allreduce_bytes_per_token
+        if dp == 1:  # two all-reduces of the hidden state per layer
+            dense = 2 * allreduce_seconds(gpu, tp, tokens * row)
+        else:  # attention all-reduce in its group, then all-gather to the MLP and reduce-scatter back
+            dense = allreduce_seconds(gpu, group, tokens / dp * row) + 2 * allgather_seconds(gpu, tp, tokens * row)
+        if self.parallel.ep == 1 or self.model.moe is None:
+            return dense, dense
+        # EP: the group's tokens are split across its GPUs for dispatch and gathered again after combine
+        attention = allreduce_seconds(gpu, group, tokens / dp * row) + allgather_seconds(gpu, group, tokens / dp * row)
+        k, h, ep = self.model.moe.experts_per_token, self.model.hidden_size, self.parallel.ep
+        sent_per_token = k * h * (ep - 1) / ep  # routed copies that leave the GPU
+        local = tokens / tp
+        moe = alltoall_seconds(gpu, ep, local * sent_per_token * DISPATCH_BYTES)
+        moe += alltoall_seconds(gpu, ep, local * sent_per_token * COMBINE_BYTES)
+        return dense, attention + moe
 
     def _add_head(self, tally: Tally, tokens: int, sequences: int) -> int:
         """docs/roofline.md §Full-model step: embedding gather, final norm, LM head on last tokens, sampling."""
@@ -183,10 +236,6 @@ class RooflineClock:
         tally.add_gemm(self._rates, sequences, Gemm(h, vocab_shard), self._weight_bytes)
         logits_bytes = sequences * vocab_shard * 4  # fp32 logits
         tally.add(elementwise_cost(self._rates, 2 * logits_bytes))  # softmax and argmax read them
-        if self.tp > 1:
-            tally.memory_s += self._allreduce_seconds(logits_bytes)  # gathering the vocab shards, about as dear
+        # gathering the vocab shards, about as dear as an all-reduce of the logits
+        tally.memory_s += allreduce_seconds(self.gpu, self.tp, logits_bytes)
         return 4
-
-    def _allreduce_seconds(self, payload_bytes: float) -> float:
-        ring_factor = 2 * (self.tp - 1) / self.tp
-        return self.gpu.allreduce_latency_s.value + ring_factor * payload_bytes / self.gpu.interconnect_bandwidth_Bps

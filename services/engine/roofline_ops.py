@@ -153,7 +153,7 @@ def _mla_attention(model: ModelProfile, tp: int) -> AttentionShape:
         query = (Gemm(h, heads * qk),)
     else:
         query = (Gemm(h, m.q_lora_rank), Gemm(m.q_lora_rank, heads * qk))
-    entry = latent * DTYPE_BYTES[model.kv_dtype]  # the latent is replicated on every TP rank
+    entry = latent * DTYPE_BYTES[model.kv_dtype]  # the latent is whole on every GPU of the attention group
     lora_norms = 2 * ((m.q_lora_rank or 0) + m.kv_lora_rank) * ACTIVATION_BYTES
     output_copy = 2 * heads * m.v_head_dim * ACTIVATION_BYTES
     return AttentionShape(
@@ -183,12 +183,14 @@ def _dense_mlp(model: ModelProfile, tp: int) -> MlpShape:
     )
 
 
-def _moe_mlp(model: ModelProfile, tp: int) -> MlpShape | None:
+def _moe_mlp(model: ModelProfile, tp: int, ep: int = 1) -> MlpShape | None:
+    """With ep > 1 the router and shared experts are whole on every GPU and each expert is whole on one."""
     if model.moe is None:
         return None
     moe, h = model.moe, model.hidden_size
-    expert_inter = moe.expert_intermediate_size // tp
-    shared_inter = moe.shared_experts * moe.expert_intermediate_size // tp
+    split = 1 if ep > 1 else tp
+    expert_inter = moe.expert_intermediate_size // split
+    shared_inter = moe.shared_experts * moe.expert_intermediate_size // split
     gemms = [Gemm(h, moe.routed_experts)]  # the router, replicated
     if shared_inter:
         gemms += [Gemm(h, 2 * shared_inter), Gemm(shared_inter, h)]
@@ -208,18 +210,20 @@ def _moe_mlp(model: ModelProfile, tp: int) -> MlpShape | None:
     )
 
 
-def layer_shapes(model: ModelProfile, tp: int) -> LayerShapes:
-    if tp not in model.tensor_parallel_degrees():
+def layer_shapes(model: ModelProfile, tp: int, attention_tp: int | None = None, ep: int = 1) -> LayerShapes:
+    """One GPU's shapes: attention split over `attention_tp` GPUs (default tp), MLPs over tp (docs/roofline.md)."""
+    attention_tp = tp if attention_tp is None else attention_tp
+    if attention_tp not in model.tensor_parallel_degrees():
         choices = ", ".join(map(str, model.tensor_parallel_degrees()))
         kv_heads = "" if model.num_kv_heads is None else f" and {model.num_kv_heads} KV heads"
         raise ValueError(
-            f"tp={tp} does not split {model.name}'s {model.num_attention_heads} attention heads{kv_heads} evenly; "
-            f"use one of {choices}"
+            f"tp={attention_tp} does not split {model.name}'s {model.num_attention_heads} attention heads{kv_heads} "
+            f"evenly; use one of {choices} (with dp_attention, tp / dp_attention)"
         )
     return LayerShapes(
-        attention=_gqa_attention(model, tp) if model.mla is None else _mla_attention(model, tp),
+        attention=_gqa_attention(model, attention_tp) if model.mla is None else _mla_attention(model, attention_tp),
         dense_mlp=_dense_mlp(model, tp),
-        moe_mlp=_moe_mlp(model, tp),
+        moe_mlp=_moe_mlp(model, tp, ep),
         allreduce_bytes_per_token=model.hidden_size * ACTIVATION_BYTES,
     )
 

@@ -36,6 +36,8 @@ class EngineStats:
     kv_blocks_free: int  # holding nothing
     kv_blocks_cached: int  # published, referenced or not
     kv_blocks_evictable: int
+    host_blocks_total: int  # host-memory prefix tier (0: none)
+    host_blocks_cached: int
     steps: int
     busy_seconds: float
     late_seconds_max: float  # worst wake-up after a step deadline: the emulator's own overhead
@@ -43,10 +45,13 @@ class EngineStats:
     prefill_tokens: int
     decode_tokens: int
     prefix_cache_query_tokens: int
-    prefix_cache_hit_tokens: int
+    prefix_cache_hit_tokens: int  # found in device memory
+    host_cache_hit_tokens: int  # found in the host-memory tier and loaded back
     requests_finished: int
     requests_cancelled: int
     evictions: int
+    host_evictions: int
+    preemptions: int  # running sequences whose KV was freed for room and recomputed (vLLM's num_preemptions)
 
     @property
     def kv_usage(self) -> float:
@@ -136,12 +141,12 @@ class SequenceHandle:
 
 
 class Engine:
-    """One emulated instance: FCFS admission, continuous batching, chunked prefill, prefix cache."""
+    """One emulated instance: FCFS admission with preemption, continuous batching, chunked prefill, tiered prefix cache."""
 
     def __init__(self, config: EngineConfig, step_seconds: StepSeconds, name: str = "engine") -> None:
         self.config = config
         self.name = name
-        self.cache = PrefixCache(config.kv_capacity_blocks, config.block_size)
+        self.cache = PrefixCache(config.kv_capacity_blocks, config.block_size, config.host_cache_blocks)
         self._planner = StepPlanner(config, self.cache)
         self._step_seconds = step_seconds
         self._wake = asyncio.Event()
@@ -203,11 +208,14 @@ class Engine:
             kv_blocks_total=cache.capacity_blocks, kv_blocks_used=cache.used_blocks,
             kv_blocks_free=cache.free_blocks, kv_blocks_cached=cache.cached_blocks,
             kv_blocks_evictable=cache.evictable_blocks,
+            host_blocks_total=cache.host_capacity_blocks, host_blocks_cached=cache.host_cached_blocks,
             steps=self._steps, busy_seconds=self._busy_seconds, late_seconds_max=self._late_max,
             tokens_generated=planner.tokens_generated, prefill_tokens=planner.prefill_tokens,
             decode_tokens=planner.decode_tokens, prefix_cache_query_tokens=planner.prefix_cache_query_tokens,
-            prefix_cache_hit_tokens=planner.prefix_cache_hit_tokens, requests_finished=planner.requests_finished,
-            requests_cancelled=self._cancelled, evictions=cache.evictions,
+            prefix_cache_hit_tokens=planner.prefix_cache_hit_tokens,
+            host_cache_hit_tokens=planner.host_cache_hit_tokens, requests_finished=planner.requests_finished,
+            requests_cancelled=self._cancelled, evictions=cache.evictions, host_evictions=cache.host_evictions,
+            preemptions=planner.preemptions,
         )
 
     def _step_done(self) -> asyncio.Future[None]:

@@ -55,7 +55,9 @@ class SequenceStats:
     request_id: str
     submitted_t: Seconds
     hit_tokens: int = 0  # KV present at admission: max(received kv_tokens, prefix-cache hit)
-    cache_hit_tokens: int = 0  # the prefix-cache part alone
+    cache_hit_tokens: int = 0  # the prefix-cache part alone (both tiers)
+    host_hit_tokens: int = 0  # of which loaded from the host-memory tier
+    preemptions: int = 0  # times its KV was freed to make room and recomputed later
     computed_tokens: int = 0  # tokens this instance ran through the model (chunks and decodes)
     generated_tokens: int = 0
     chunks: list[int] = field(default_factory=list)  # sizes of the prefill/extend chunks, in order
@@ -119,7 +121,7 @@ class SequenceState:
     __slots__ = (
         "request_id", "context", "prompt_len", "computed", "chunk_origin", "end_position", "limit",
         "hashes", "published_blocks", "total_blocks", "kv_tokens", "key", "status", "stats", "events",
-        "_block_size",
+        "pending_load_tokens", "_block_size",
     )
 
     def __init__(self, seq: Sequence, block_size: int, vocab_size: int, now: Seconds) -> None:
@@ -136,6 +138,7 @@ class SequenceState:
         validate(seq, vocab_size, tokens)
         self.hashes = extend_block_hashes([], tokens, block_size)
         self.published_blocks = 0
+        self.pending_load_tokens = 0  # host-tier KV to load in the first step that schedules it
         # KV is needed for every token but the last one generated, whose KV is never computed.
         self.total_blocks = math.ceil((seq.prompt_len + self.end_position - 1) / block_size)
         fingerprint = seq.fingerprint

@@ -2,7 +2,8 @@
 
 Pure bookkeeping with no clock and no asyncio, so the policy can be read and
 tested on its own; the Engine (scheduler.py) times the steps. The policies
-(admission, budget, chunk boundaries) are in docs/engine.md, "Scheduling".
+(admission, preemption, budget, chunks) are in docs/engine.md, "Scheduling".
+EngineConfig lives in config.py and is importable from here too.
 """
 
 from __future__ import annotations
@@ -12,33 +13,13 @@ from collections import deque
 from dataclasses import dataclass
 
 from services.engine.batch import Chunk, StepBatch
-from services.engine.prefix_cache import DEFAULT_BLOCK_SIZE, PrefixCache, extend_block_hashes
+from services.engine.config import EngineConfig
+from services.engine.prefix_cache import PrefixCache, extend_block_hashes
 from services.engine.sequence import EngineFull, FinishedEvent, SequenceState, Status, TokenEvent
 from services.engine.tokens import token_at
 from services.types import Seconds
 
-
-@dataclass(frozen=True, slots=True)
-class EngineConfig:
-    kv_capacity_blocks: int  # see prefix_cache.kv_capacity_blocks
-    vocab_size: int
-    block_size: int = DEFAULT_BLOCK_SIZE
-    max_num_batched_tokens: int = 8192  # token budget of one step (decodes + chunks)
-    chunk_size: int = 2048  # most prefill/extend tokens one sequence computes in a step
-    max_running: int = 256
-    max_context: int | None = None  # prompt + output tokens a request may reach
-    max_waiting: int | None = None  # submit raises EngineFull beyond this; None: unbounded
-    # A tail chunk (the one that completes a context computed over several steps) runs without
-    # other sequences' chunks, as engines that keep one chunked request per prefill batch do
-    # (docs/engine.md, "Tail isolation"). Off: tails share steps like any chunk.
-    isolate_tail_chunks: bool = False
-
-    def __post_init__(self) -> None:
-        positive = ("kv_capacity_blocks", "vocab_size", "block_size", "max_num_batched_tokens", "chunk_size",
-                    "max_running")
-        for name in positive:
-            if getattr(self, name) < 1:
-                raise ValueError(f"engine config: {name} must be at least 1, got {getattr(self, name)}")
+__all__ = ["EngineConfig", "StepPlan", "StepPlanner"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +30,7 @@ class StepPlan:
 
 
 class StepPlanner:
-    """Holds the waiting queue (FCFS) and the running set of one instance."""
+    """Holds the waiting queue (FCFS) and the running set of one instance (admission order)."""
 
     def __init__(self, config: EngineConfig, cache: PrefixCache) -> None:
         self.config = config
@@ -64,6 +45,8 @@ class StepPlanner:
         self.prefix_cache_query_tokens = 0
         self.prefix_cache_hit_tokens = 0
         self.requests_finished = 0
+        self.preemptions = 0
+        self.host_cache_hit_tokens = 0
 
     def check_fits(self, state: SequenceState) -> None:
         final_len = state.prompt_len + state.end_position
@@ -95,8 +78,11 @@ class StepPlanner:
         state.close(status, outcome)
 
     def plan(self, start_t: Seconds) -> StepPlan | None:
-        """Admit what fits, then fill the budget: every decode first, then chunks FCFS. None: nothing to do."""
-        self._admit()
+        """Grow running KV (preempting if it must), admit what fits, then fill the budget. None: nothing to do.
+
+        The order follows vLLM V1's scheduler: running sequences first, decodes before chunks,
+        then waiting ones, and none admitted in a step that had to preempt (docs/engine.md, "The step").
+        """
         cfg = self.config
         budget = cfg.max_num_batched_tokens
         decodes: list[SequenceState] = []
@@ -110,22 +96,33 @@ class StepPlanner:
                 waiting_for_chunks = True
         if len(decodes) > budget:
             decodes = decodes[:budget]
+        preempted = self._grow(decodes)
+        if preempted:
+            decodes = [s for s in decodes if s.status is Status.RUNNING]
+        if not preempted and self.waiting:
+            for state in self._admit():
+                if not state.is_decode:
+                    waiting_for_chunks = True
+                elif not state.held and len(decodes) < budget:  # received KV: it decodes at once
+                    decodes.append(state)
         budget -= len(decodes)
         chunks: list[tuple[SequenceState, int]] = []
         if waiting_for_chunks:
+            cap = cfg.prefill_cap
             for state in self.running:
                 if budget == 0:
                     break
-                if state.is_decode or state.computable <= 0:
+                if state.status is not Status.RUNNING or state.is_decode or state.computable <= 0:
                     continue
-                # Cut at chunk-size boundaries of the part computed here, so a prompt whose
-                # uncached part is k * chunk_size + r always ends with an r-token chunk.
-                room = cfg.chunk_size - (state.computed - state.chunk_origin) % cfg.chunk_size
-                tokens = min(state.computable, room, budget)
+                tokens = min(state.computable, cap, budget)
                 if cfg.isolate_tail_chunks and tokens == state.computable and state.computed > state.chunk_origin:
-                    if not chunks:
+                    if chunks:
+                        break  # the tail runs alone: it closes this step and goes first in the next
+                    if self._has_blocks(state, tokens):
                         chunks.append((state, tokens))
-                    break  # the tail runs alone: first in its step, and nothing after it
+                    break
+                if not self._has_blocks(state, tokens):
+                    continue  # an extend that outgrew its blocks while nothing could be preempted
                 chunks.append((state, tokens))
                 budget -= tokens
         if not decodes and not chunks:
@@ -136,33 +133,89 @@ class StepPlanner:
         self._unscheduled = [
             s for s in self._unscheduled if s.status is Status.RUNNING and s.stats.first_scheduled_t is None
         ]
+        load_tokens = 0
+        for state in itertools.chain(decodes, (c[0] for c in chunks)):
+            if state.pending_load_tokens:  # host-tier blocks load inside the first step that uses them
+                load_tokens += state.pending_load_tokens
+                state.pending_load_tokens = 0
         batch = StepBatch(
             tuple(Chunk(new_tokens=tokens, cached_tokens=state.computed) for state, tokens in chunks),
             tuple(state.computed + 1 for state in decodes),  # a decode attends over all KV, its own included
+            host_load_tokens=load_tokens,
         )
         return StepPlan(batch, tuple(decodes), tuple(chunks))
 
-    def _admit(self) -> None:
+    # --- KV blocks: taken for the prompt at admission, grown block by block (docs/engine.md, "Admission")
+    def _blocks_for(self, tokens: int) -> int:
+        return -(-tokens // self.config.block_size)
+
+    def _grow(self, decodes: list[SequenceState]) -> bool:
+        """Give every decode the block its next token needs, preempting the newest sequences if none is left."""
+        preempted = False
+        for state in decodes:
+            if state.status is not Status.RUNNING:
+                continue  # preempted by an earlier decode of this step
+            while not self._has_blocks(state, 1):
+                victim = self.running[-1]
+                self._preempt(victim)
+                preempted = True
+                if victim is state:
+                    break
+        return preempted
+
+    def _has_blocks(self, state: SequenceState, tokens: int) -> bool:
+        """Reserve what computing `tokens` more tokens needs; False (nothing reserved) when it does not fit."""
+        missing = self._blocks_for(state.computed + tokens) - self.cache.held_blocks(state.request_id)
+        return missing <= 0 or self.cache.allocate(state.request_id, missing)
+
+    def _preempt(self, state: SequenceState) -> None:
+        """vLLM V1's preemption by recompute: free the KV, requeue at the head, compute it again later.
+
+        Its published blocks stay cached (evictable), so re-admission usually hits most of them.
+        """
+        self.running.remove(state)
+        self.cache.release(state.request_id)
+        state.computed = state.chunk_origin = state.published_blocks = 0
+        state.kv_tokens = 0  # received KV is gone with the blocks
+        state.pending_load_tokens = 0
+        state.status = Status.WAITING
+        state.stats.preemptions += 1
+        self.preemptions += 1
+        self.waiting.appendleft(state)
+
+    def _admit(self) -> list[SequenceState]:
+        """Admit from the head of the queue while the prompt's blocks fit; returns those admitted."""
         cfg = self.config
-        while self.waiting and len(self.running) < cfg.max_running:
+        admitted: list[SequenceState] = []
+        cap = cfg.running_cap
+        while self.waiting and len(self.running) < cap:
             state = self.waiting[0]
             # At least the last context token is always computed: its logits give the next token.
             max_hit_blocks = (len(state.context) - 1) // cfg.block_size
-            hit_blocks = self.cache.admit(state.request_id, state.hashes, state.total_blocks, max_hit_blocks)
+            blocks = self._blocks_for(len(state.context))
+            hit_blocks = self.cache.admit(state.request_id, state.hashes, blocks, max_hit_blocks)
             if hit_blocks is None:
                 break  # strict FCFS: nothing overtakes the queue's head (docs/engine.md, "Admission")
             self.waiting.popleft()
+            admitted.append(state)
             cache_hit = hit_blocks * cfg.block_size
+            host_hit = self.cache.loaded_blocks(state.request_id) * cfg.block_size
             state.computed = state.chunk_origin = min(max(state.kv_tokens, cache_hit), len(state.context) - 1)
+            if cache_hit > state.kv_tokens:  # received KV makes a host load needless
+                state.pending_load_tokens = host_hit
             state.published_blocks = hit_blocks
             self._publish(state)
             state.status = Status.RUNNING
-            state.stats.hit_tokens = state.computed
-            state.stats.cache_hit_tokens = cache_hit
-            self.prefix_cache_query_tokens += len(state.context)
-            self.prefix_cache_hit_tokens += cache_hit
+            if not state.stats.preemptions:  # a recompute is not a new lookup of the request
+                state.stats.hit_tokens = state.computed
+                state.stats.cache_hit_tokens = cache_hit
+                state.stats.host_hit_tokens = host_hit
+                self.prefix_cache_query_tokens += len(state.context)
+                self.prefix_cache_hit_tokens += cache_hit - host_hit
+                self.host_cache_hit_tokens += host_hit
             self.running.append(state)
             self._unscheduled.append(state)
+        return admitted
 
     def _publish(self, state: SequenceState) -> None:
         blocks = state.computed // self.config.block_size

@@ -60,6 +60,11 @@ class GpuProfile(BaseModel):
     interconnect: str = Field(description="what joins the GPUs of one node")
     interconnect_bandwidth_Bps: float = Field(gt=0, description="intra-node bandwidth per GPU and direction, bytes/s")
     nic_bandwidth_bps: float = Field(gt=0, description="scale-out NIC bandwidth per GPU, bits per second")
+    nic_latency_s: Constant = Field(description="fixed latency of a collective that crosses nodes over the NICs")
+    gpus_per_node: int = Field(8, ge=1, description="GPUs one server's interconnect joins")
+    pcie_bandwidth_Bps: float = Field(gt=0, description="host link per GPU and direction, bytes/s")
+    host_memory_bytes: int = Field(gt=0, description="DRAM of one server of these GPUs, e.g. '2TiB'")
+    host_memory_source: str = Field(description="where the server's memory size comes from")
     price_per_hour: float = Field(ge=0, description="price of one GPU-hour; overrides: docs/roofline.md §Profiles")
     price_source: str = Field(description="where the default price comes from")
     allreduce_latency_s: Constant = Field(description="fixed latency of one tensor-parallel all-reduce")
@@ -67,7 +72,7 @@ class GpuProfile(BaseModel):
     efficiency: Efficiency
     launch: dict[LaunchStyle, LaunchCosts] = Field(description="fixed costs per launch style")
 
-    @field_validator("hbm_bytes", mode="before")
+    @field_validator("hbm_bytes", "host_memory_bytes", mode="before")
     @classmethod
     def _parse_size(cls, value: object) -> object:
         return parse_size(value) if isinstance(value, str) else value

@@ -27,6 +27,7 @@ from services.router.pipelines import (
 from services.router.policy import PipelinePolicy
 from services.rpc import metadata, pb
 from services.types import Mode, Pipeline, Role
+from services.scenario.sizing import instance_sizing
 
 _MD_DONE = object()
 
@@ -58,7 +59,7 @@ def _relay_load(peers: Peers, relay, reported: float) -> float:
     prefill are invisible to it, so a burst would all see an idle relay and its queue would grow far
     past relay_max_load. The router's own count closes that gap (docs/pdd.md §Pipeline choice).
     """
-    capacity = relay.pool.count * peers.plan.scenario.engine.max_running
+    capacity = relay.pool.count * instance_sizing(peers.plan.scenario, relay.pool).max_running
     return max(reported, relay_dispatches(peers)[relay.name] / capacity)
 
 

@@ -87,9 +87,14 @@ def load_scenario(name_or_path: str, overrides: Iterable[str] = ()) -> Scenario:
 
 def _check_profiles(scenario: Scenario) -> None:
     from services.profiles import gpu_names, model_names
+    from services.scenario.sizing import instance_sizing
 
     if scenario.model not in model_names():
         raise ScenarioError(f"unknown model {scenario.model!r}; choose one of {', '.join(model_names())}")
     for pool in scenario.pools:
         if pool.gpu not in gpu_names():
             raise ScenarioError(f"pool {pool.name}: unknown GPU {pool.gpu!r}; choose one of {', '.join(gpu_names())}")
+        try:  # the layout must suit the model, and the weights must leave room for KV
+            instance_sizing(scenario, pool)
+        except ValueError as exc:
+            raise ScenarioError(f"pool {pool.name}: {exc}") from None

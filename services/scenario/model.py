@@ -55,18 +55,45 @@ class PoolSpec(BaseModel):
     role: Role
     dc: str = Field(description="datacenter the pool sits in")
     gpu: str = Field(description="GPU profile name, e.g. 'h200-sxm'")
-    tp: int = Field(1, ge=1, le=64, description="tensor-parallel degree of one instance")
+    tp: int = Field(1, ge=1, le=64, description="GPUs of one instance (tensor-parallel degree of its MLPs)")
+    dp_attention: int = Field(1, ge=1, le=64, description=(
+        "data-parallel attention groups per instance (SGLang --enable-dp-attention --dp-size); attention is "
+        "tensor-parallel over tp / dp_attention GPUs and an MLA latent is held once per group; 1: off"))
+    ep: int = Field(1, ge=1, le=64, description=(
+        "expert-parallel degree: 1 splits every expert over the tp GPUs, tp puts whole experts on each GPU "
+        "with a dispatch/combine all-to-all per MoE layer (DeepEP)"))
     count: int = Field(1, ge=1, le=64, description="instances hosted by this pool's process")
     price_per_hour: float | None = Field(None, ge=0, description="per GPU; defaults to the GPU profile's")
+
+    @model_validator(mode="after")
+    def _layout(self) -> "PoolSpec":
+        if self.tp % self.dp_attention:
+            raise ValueError(f"pool {self.name}: dp_attention={self.dp_attention} must divide tp={self.tp}")
+        if self.ep not in (1, self.tp):
+            raise ValueError(f"pool {self.name}: ep={self.ep} must be 1 or equal to tp={self.tp}")
+        return self
 
 
 class EngineSpec(BaseModel):
     model_config = _FROZEN
     block_size: int = Field(16, ge=1, le=4096, description="prefix-cache block size in tokens")
-    max_batched_tokens: int = Field(8192, ge=64, description="token budget of one engine step")
-    chunk_size: int = Field(2048, ge=16, description="largest prefill chunk of one sequence in a step")
-    max_running: int = Field(256, ge=1, description="sequences decoding at once per instance")
+    max_batched_tokens: int = Field(8192, ge=64, description="token budget of one engine step (decodes + chunks)")
+    long_prefill_token_threshold: int | None = Field(None, ge=16, description=(
+        "most prefill tokens one sequence computes in a step (vLLM's name); None: the whole step budget"))
+    max_running: int | None = Field(None, ge=1, description=(
+        "cap on sequences running at once per instance (vLLM's max_num_seqs); None: derived from the "
+        "instance's KV capacity as SGLang does (docs/engine.md, Admission)"))
     gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
+    host_cache_bytes: int | None = Field(None, ge=0, description=(
+        "host-memory prefix tier per instance, e.g. '1TiB'; None: host_cache_fraction of the DRAM of the "
+        "servers the instance spans (GPU profile); 0: no host tier"))
+    host_cache_fraction: float = Field(0.5, ge=0, le=1, description=(
+        "share of the servers' DRAM the default host tier takes; the rest is left to the OS and staging"))
+
+    @field_validator("host_cache_bytes", mode="before")
+    @classmethod
+    def _host_size(cls, v):
+        return parse_size(v) if isinstance(v, str) else v
 
 
 class SlaSpec(BaseModel):

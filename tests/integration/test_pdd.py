@@ -86,8 +86,9 @@ def test_long_prompt_short_output_ends_singular_and_stops_the_wan_transfer(pdd_m
 
 
 def test_busy_relay_gets_one_shot_handoffs(tmp_path):
-    # Any running sequence counts as busy here, so the handoff must not hold the relay for catch-up.
-    with running_mesh("pdd-mini", tmp_path, "pdd.busy_relay_load=0.001") as url:
+    # Any running sequence counts as busy here (one is 1/2048 of the relay's derived running cap),
+    # so the handoff must not hold the relay for catch-up.
+    with running_mesh("pdd-mini", tmp_path, "pdd.busy_relay_load=0.0001") as url:
         _, pdd = _stream(url, _prompt(30000, 5), 700)
     assert pdd["pipeline"] == "P-RLD-MD"
     assert pdd["handoff"]["mode"] == "one-shot" and pdd["handoff"]["chunks"] == 1

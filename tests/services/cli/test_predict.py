@@ -39,6 +39,15 @@ def test_extend_equals_a_prefill_after_cached_tokens(cli):
     assert extend["seconds"] == prefill["seconds"]
 
 
+def test_dp_attention_and_ep_change_the_layout_the_step_is_timed_on(cli):
+    common = ("predict", "--gpu", "h100-sxm", "--model", "pdd-paper", "--tp", "16", "--prefill-tokens", "8192")
+    tp = _json(cli, *common)
+    dp = _json(cli, *common, "--dp-attention", "16")
+    ep = _json(cli, *common, "--dp-attention", "16", "--ep", "16")
+    assert (dp["dp_attention"], ep["ep"]) == (16, 16)
+    assert ep["seconds"] < dp["seconds"] < tp["seconds"]  # less replicated work, fewer all-reduces over the NICs
+
+
 def test_layers_override_predicts_a_fraction_of_the_model(cli):
     common = ("predict", "--gpu", "h200-sxm", "--model", "llama3-8b", "--prefill-tokens", "2048")
     one, full = _json(cli, *common, "--layers", "1"), _json(cli, *common)
@@ -74,6 +83,10 @@ def test_without_json_one_readable_line(cli):
         (("--gpu", "h200-sxm", "--model", "llama3-8b", "--prefill-tokens", "8", "--decode-batch", "2"),
          ["not allowed"]),
         (("--gpu", "h200-sxm", "--model", "llama3-8b"), ["required"]),
+        (("--gpu", "h200-sxm", "--model", "pdd-paper", "--tp", "16", "--dp-attention", "3", "--prefill-tokens", "8"),
+         ["divide"]),
+        (("--gpu", "h200-sxm", "--model", "llama3-8b", "--tp", "8", "--ep", "8", "--prefill-tokens", "8"), ["MoE"]),
+        (("--gpu", "h200-sxm", "--model", "pdd-paper", "--tp", "8", "--ep", "4", "--prefill-tokens", "8"), ["ep=4"]),
     ],
 )
 def test_bad_input_exits_2_with_a_message_naming_the_choices(cli, argv, says):
@@ -87,7 +100,8 @@ def test_bad_input_exits_2_with_a_message_naming_the_choices(cli, argv, says):
 def test_help_describes_the_shapes(cli):
     code, out, _ = cli("predict", "--help")
     assert code == 0
-    for flag in ("--prefill-tokens", "--extend-tokens", "--decode-batch", "--layers", "--tp", "--json"):
+    for flag in ("--prefill-tokens", "--extend-tokens", "--decode-batch", "--layers", "--tp", "--dp-attention", "--ep",
+                 "--json"):
         assert flag in out
 
 

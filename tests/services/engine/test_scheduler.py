@@ -101,19 +101,20 @@ async def test_decodes_and_prefill_chunks_share_a_step(make_engine):
     engine = await make_engine(clock)
     decoding = engine.submit(fresh("long", prompt(30), generate=200))
     await next_tokens(decoding, 2)
-    await collect(engine.submit(fresh("late", prompt(3000, salt=1), generate=1)))
+    await collect(engine.submit(fresh("late", prompt(10000, salt=1), generate=1)))
     mixed = [b for b in clock.batches if b.chunks and b.decode_contexts]
     assert mixed, "a prefill chunk never ran in the same step as a decode"
-    assert mixed[0].decode_contexts[0] > 30 and mixed[0].chunks[0].new_tokens == 2048
+    # the decode goes first; the one prefill takes the rest of the 8192-token budget
+    assert mixed[0].decode_contexts[0] > 30 and mixed[0].chunks[0].new_tokens == 8191
 
 
 async def test_admission_waits_for_kv_blocks_and_resumes_when_freed(make_engine):
     engine = await make_engine(kv_capacity_blocks=20, block_size=16)
-    holder = engine.submit(fresh("holder", prompt(200), generate=5))  # 13 blocks
+    holder = engine.submit(fresh("holder", prompt(200), generate=5))  # 13 blocks for its prompt
     holder.set_limit(1)  # one token, then it sits on its blocks
-    driver = engine.submit(fresh("driver", prompt(16, salt=1), generate=60))  # 5 blocks: keeps steps coming
+    driver = engine.submit(fresh("driver", prompt(16, salt=1), generate=60))  # grows to 5 blocks: keeps steps coming
     await next_tokens(holder, 1)
-    blocked = engine.submit(fresh("blocked", prompt(64, salt=2), generate=4))  # 5 blocks > 2 free
+    blocked = engine.submit(fresh("blocked", prompt(112, salt=2), generate=4))  # its prompt's 7 blocks > 5 free
     await next_tokens(driver, 10)  # ten steps ran while it waited
     assert blocked.status is Status.WAITING and blocked.stats.first_scheduled_t is None
     assert engine.stats().waiting == 1
@@ -289,3 +290,13 @@ async def test_caught_up_raises_when_the_sequence_is_cancelled(make_engine):
     handle.cancel()
     with pytest.raises(EngineStopped):
         await asyncio.wait_for(waiter, 5)
+
+
+async def test_preemptions_reach_the_engine_stats_and_every_stream_completes(make_engine):
+    engine = await make_engine(kv_capacity_blocks=12, block_size=16)
+    old = engine.submit(fresh("old", prompt(64, salt=1), generate=80))  # grows to 9 blocks
+    new = engine.submit(fresh("new", prompt(64, salt=2), generate=40))  # grows to 7: both cannot fit
+    (old_tokens, _), (new_tokens, new_done) = await asyncio.gather(collect(old), collect(new))
+    assert [t.position for t in new_tokens] == list(range(40)) and len(old_tokens) == 80
+    assert new_done.stats.preemptions >= 1
+    assert engine.stats().preemptions == new_done.stats.preemptions

@@ -13,6 +13,7 @@ from services.router.pdd import _relay_load, relay_dispatches
 from services.router.pipelines import Job, Peers, raise_pipeline_error
 from services.scenario import load_scenario
 from services.types import Role
+from services.scenario.sizing import instance_sizing
 
 
 class _Lookup:
@@ -58,7 +59,7 @@ async def test_when_no_decode_pool_answers_the_request_fails_with_503():
 def test_the_relay_load_counts_requests_sent_its_way_before_it_sees_them():
     peers = _peers("pdd-mini")
     relay = peers.plan.service("relay-decode")
-    capacity = relay.pool.count * peers.plan.scenario.engine.max_running
+    capacity = relay.pool.count * instance_sizing(peers.plan.scenario, relay.pool).max_running
     assert _relay_load(peers, relay, 0.1) == 0.1
     relay_dispatches(peers)[relay.name] += capacity  # a burst the relay has not admitted yet
     assert _relay_load(peers, relay, 0.1) == 1.0  # saturated: the policy now routes P-MD

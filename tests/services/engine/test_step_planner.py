@@ -1,0 +1,107 @@
+"""Chunked prefill, block-by-block KV and preemption (docs/engine.md, "Scheduling"), driven step by step."""
+
+from __future__ import annotations
+
+from services.engine.prefix_cache import PrefixCache
+from services.engine.sequence import SequenceState, Status, TokenEvent
+from services.engine.sizing import default_max_running
+from services.engine.step_planner import EngineConfig, StepPlanner
+from tests.services.engine.conftest import VOCAB, fresh, prompt
+
+
+def planner(**overrides) -> StepPlanner:
+    config = EngineConfig(**({"kv_capacity_blocks": 4096, "vocab_size": VOCAB} | overrides))
+    return StepPlanner(config, PrefixCache(config.kv_capacity_blocks, config.block_size, config.host_cache_blocks))
+
+
+def submit(p: StepPlanner, request_id: str, length: int, generate: int, salt: int = 0) -> SequenceState:
+    state = SequenceState(fresh(request_id, prompt(length, salt), generate), p.config.block_size, VOCAB, 0.0)
+    p.enqueue(state)
+    return state
+
+
+def step(p: StepPlanner, t: float = 0.0):
+    plan = p.plan(t)
+    assert plan is not None, "nothing was scheduled"
+    p.complete(plan, t + 1.0)
+    return plan
+
+
+def tokens_of(state: SequenceState) -> list[int]:
+    out = []
+    while state.events._items:
+        event = state.events._items.popleft()
+        if isinstance(event, TokenEvent):
+            out.append(event.token_id)
+    return out
+
+
+def test_one_request_takes_the_whole_step_budget():
+    p = planner()
+    state = submit(p, "long", 20000, generate=1)
+    while state.status in (Status.RUNNING, Status.WAITING):
+        step(p)
+    assert state.stats.chunks == [8192, 8192, 3616]
+
+
+def test_a_per_request_cap_cuts_long_prefills():
+    p = planner(chunk_size=2048)  # vLLM's long_prefill_token_threshold
+    state = submit(p, "long", 5000, generate=1)
+    while state.status in (Status.RUNNING, Status.WAITING):
+        step(p)
+    assert state.stats.chunks == [2048, 2048, 904]
+
+
+def test_decodes_go_first_and_a_prefill_takes_the_rest_of_the_budget():
+    p = planner(max_num_batched_tokens=1000)
+    decoders = [submit(p, f"d{i}", 20, generate=50, salt=i) for i in range(3)]
+    step(p)  # their prefills
+    submit(p, "long", 5000, generate=1, salt=9)
+    plan = step(p, 1.0)
+    assert {id(s) for s in plan.decodes} == {id(s) for s in decoders}
+    assert [tokens for _, tokens in plan.chunks] == [997]
+
+
+def test_admission_takes_the_prompt_blocks_and_decode_grows_them_one_by_one():
+    p = planner(block_size=16)
+    state = submit(p, "r", 100, generate=60)
+    step(p)
+    assert p.cache.held_blocks("r") == 7  # ceil(100 / 16): not prompt + max output up front
+    held = [p.cache.held_blocks("r")]
+    while state.status is Status.RUNNING:
+        step(p)
+        if state.status is Status.RUNNING:
+            held.append(p.cache.held_blocks("r"))
+    assert held[-1] == -(-(100 + 59) // 16)  # every token's KV but the last generated one
+    assert all(b - a in (0, 1) for a, b in zip(held, held[1:]))
+
+
+def test_running_out_of_blocks_preempts_the_newest_and_recomputes_it():
+    p = planner(kv_capacity_blocks=12, block_size=16)
+    old = submit(p, "old", 64, generate=80, salt=1)  # 4 prompt blocks, grows to 9
+    new = submit(p, "new", 64, generate=40, salt=2)  # 4 prompt blocks, grows to 7
+    t = 0.0
+    while old.status is not Status.FINISHED or new.status is not Status.FINISHED:
+        plan = p.plan(t)
+        assert plan is not None
+        p.complete(plan, t + 1.0)
+        t += 1.0
+    assert p.preemptions >= 1 and new.stats.preemptions >= 1 and old.stats.preemptions == 0
+    assert new.stats.computed_tokens > 64 + 39  # its KV was computed again after the preemption
+    # the output is the one an unhindered run gives: recompute loses and repeats nothing
+    alone = planner()
+    reference = submit(alone, "new", 64, generate=40, salt=2)
+    while reference.status is not Status.FINISHED:
+        step(alone)
+    produced = tokens_of(new)
+    assert len(produced) == 40 and produced == tokens_of(reference)
+    assert p.cache.used_blocks == 0
+
+
+def test_the_running_cap_defaults_to_sglangs_request_pool_size():
+    assert default_max_running(3_300_000, 131072) == 4096  # 12,890 clamped to SGLang's 4096
+    assert default_max_running(600_000, 131072) == 2343
+    assert default_max_running(100_000, 131072) == 2048
+    config = EngineConfig(kv_capacity_blocks=37_500, vocab_size=VOCAB, max_context=131072)
+    assert config.running_cap == default_max_running(37_500 * 16, 131072) == 2343
+    assert EngineConfig(kv_capacity_blocks=10, vocab_size=VOCAB, max_running=48).running_cap == 48
