@@ -31,8 +31,8 @@ class RouterMetrics:
         self.prefix_hits = Counter("vllm:prefix_cache_hits", "Prompt tokens served from a prefix cache",
                                    ["stage"], registry=registry)
 
-    def finished(self, pdd: dict, prompt_tokens: int, tokens: int) -> None:
-        self.success.labels("length").inc()
+    def finished(self, pdd: dict, prompt_tokens: int, tokens: int, finish_reason: str = "length") -> None:
+        self.success.labels(finish_reason).inc()
         self.prompt_tokens.inc(prompt_tokens)
         self.generation_tokens.inc(tokens)
         self.pipelines.labels(pdd["mode"], pdd["pipeline"]).inc()

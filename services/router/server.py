@@ -23,10 +23,13 @@ from services.launcher.plan import MeshPlan, ServicePlan
 from services.observability import add_ops_routes, serve_until_signalled
 from services.profiles import load_model
 from services.router.api import (
-    MAX_BODY_BYTES, ApiError, ChatRequest, CompletionRequest, chat_prompt, client_request_id, parse_body,
+    MAX_BODY_BYTES, ApiError, ChatRequest, CompletionRequest, client_request_id, parse_body,
 )
+from services.router.errors import json_errors
+from services.router.fanout import plan_jobs
 from services.router.metrics import RouterMetrics
 from services.router.pipelines import Finished, Job, Peers, Token, pipeline_for
+from services.router.whole import respond_whole
 
 log = logging.getLogger(__name__)
 ROUTER_KEY = web.AppKey("router", object)
@@ -99,9 +102,11 @@ async def _handle(request: web.Request, chat: bool) -> web.StreamResponse:
         if body.model != router.scenario.model:
             raise ApiError(404, f"model {body.model!r} is not served here; this mesh serves {router.scenario.model!r}",
                            code="model_not_found")
-        prompt = chat_prompt(body.messages) if chat else body.prompt
-        max_tokens = (body.max_completion_tokens or body.max_tokens) if chat else body.max_tokens
-        job = router.job(rid, prompt, max_tokens, body.seed)
+        pairs = plan_jobs(router, rid, body, chat)
+        job = pairs[0][0]
+        if body.stream and len(pairs) > 1:
+            raise ApiError(400, "streaming answers one prompt with n = 1; send a batch or n > 1 unstreamed",
+                           param="n")
         if rid in router.active_ids:  # two live requests under one id would share KV transfers
             raise ApiError(409, f"a request with x-request-id {rid} is already in flight; ids must be unique",
                            code="duplicate_request_id")
@@ -120,6 +125,8 @@ async def _handle(request: web.Request, chat: bool) -> web.StreamResponse:
     router.active_ids.add(rid)
     router.metrics.running.inc()
     try:
+        if not body.stream:
+            return await respond_whole(router, rid, pairs, chat, body.n, headers)
         return await _respond(request, router, job, body.stream, chat, headers)
     finally:
         router.inflight -= 1
@@ -196,21 +203,32 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     return await _handle(request, chat=True)
 
 
+def _model_entry(router: Router) -> dict:
+    return {"id": router.scenario.model, "object": "model", "created": 0, "owned_by": "pdd-emu",
+            "max_model_len": router.model.max_context}
+
+
 async def models(request: web.Request) -> web.Response:
+    return web.json_response({"object": "list", "data": [_model_entry(request.app[ROUTER_KEY])]})
+
+
+async def model(request: web.Request) -> web.Response:
     router: Router = request.app[ROUTER_KEY]
-    entry = {"id": router.scenario.model, "object": "model", "created": 0, "owned_by": "pdd-emu",
-             "max_model_len": router.model.max_context}
-    return web.json_response({"object": "list", "data": [entry]})
+    if request.match_info["model"] != router.scenario.model:
+        raise ApiError(404, f"The model {request.match_info['model']!r} does not exist", code="model_not_found",
+                       param="model")
+    return web.json_response(_model_entry(router))
 
 
 def build_app(plan: MeshPlan) -> web.Application:
     registry = CollectorRegistry()
     router = Router(plan, registry)
-    app = web.Application(client_max_size=MAX_BODY_BYTES)
+    app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[json_errors])
     app[ROUTER_KEY] = router
     app.router.add_post("/v1/completions", completions)
     app.router.add_post("/v1/chat/completions", chat_completions)
     app.router.add_get("/v1/models", models)
+    app.router.add_get("/v1/models/{model}", model)
     add_ops_routes(app, registry, router.stats)
 
     async def peers_ctx(_app: web.Application):
