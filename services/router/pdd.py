@@ -187,6 +187,7 @@ async def _relay_then_main(peers: Peers, job: Job, mode: Mode, md, md_hit: int, 
         elif not ended and not prefill_call.cancelled() and prefill_call.exception() is None:
             peers.abandon_transfer(prefill, job)  # the WAN transfer to main decode may still be running
     stats["prefill_hit_tokens"] = reply.hit_tokens
+    stats["queued_s"] = reply.queued_s  # vLLM's queue time is the wait before prefill
     stats["wan_bytes"] = reply.kv_bytes_emulated if not stats["singular"] else stats["wan_bytes"]
     job.timeline["prefill_done"] = reply.prefill_done_unix
     job.mark("finished")

@@ -113,7 +113,7 @@ class Peers:
 def base_stats(mode: Mode, pipeline: Pipeline) -> dict[str, Any]:
     return {"mode": mode.value, "pipeline": pipeline.value, "prefill_hit_tokens": 0, "decode_hit_tokens": 0,
             "wan_bytes": 0, "kv_transfer_s": 0.0, "rld_tokens": 0, "md_tokens": 0, "handoff": None,
-            "singular": False, "fallback": False, "timeline": {}}
+            "singular": False, "fallback": False, "queued_s": 0.0, "timeline": {}}
 
 
 def map_rpc_error(exc: grpc.aio.AioRpcError, stage: str) -> ApiError:
@@ -135,6 +135,7 @@ async def stream_decode(call, job: Job, stats: dict[str, Any], count_as: str) ->
         else:
             s = event.stats
             stats["decode_hit_tokens"] = s.hit_tokens
+            stats["queued_s"] = s.queued_s  # colocated: the only queue; after a prefill its queue time replaces it
             stats["kv_transfer_s"] = s.kv_transfer_s
             if s.kv_arrived_unix:
                 job.timeline["kv_arrived"] = s.kv_arrived_unix
@@ -226,6 +227,7 @@ async def run_p_d(peers: Peers, job: Job, mode: Mode, decode: ServicePlan, hit: 
         elif not landed and not prefill_call.cancelled() and prefill_call.exception() is None:
             peers.abandon_transfer(prefill, job)
     stats["prefill_hit_tokens"] = reply.hit_tokens
+    stats["queued_s"] = reply.queued_s  # vLLM's queue time is the wait before prefill
     job.timeline["prefill_done"] = reply.prefill_done_unix
     if peers.plan.link(prefill.name, decode.name).kind == "wan":
         stats["wan_bytes"] = reply.kv_bytes_emulated

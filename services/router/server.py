@@ -41,7 +41,7 @@ class Router:
         self.scenario = plan.scenario
         self.model = load_model(plan.scenario.model)
         self.tokenizer = WordTokenizer(self.model.vocab_size)
-        self.metrics = RouterMetrics(registry)
+        self.metrics = RouterMetrics(registry, plan.scenario.model)
         self.peers: Peers | None = None
         self.inflight = 0
         self.active_ids: set[str] = set()
@@ -65,15 +65,23 @@ class Router:
     async def run(self, job: Job) -> AsyncIterator[Token | Finished]:
         """The pipeline's output, checked: positions 0..max_tokens-1, each exactly once, in order."""
         expected = 0
-        async for item in pipeline_for(self.scenario.mode)(self.peers, job, self.scenario.mode):
-            if isinstance(item, Token):
-                if item.position != expected:
-                    raise ApiError(502, f"token stream out of order: got position {item.position}, "
-                                        f"expected {expected}", kind="upstream_error")
-                expected += 1
-            elif expected != job.max_tokens:
-                raise ApiError(502, f"stream ended after {expected} of {job.max_tokens} tokens", kind="upstream_error")
-            yield item
+        self.metrics.waiting.inc()  # until its first token; then running (vLLM's scheduler states)
+        try:
+            async for item in pipeline_for(self.scenario.mode)(self.peers, job, self.scenario.mode):
+                if isinstance(item, Token):
+                    if item.position != expected:
+                        raise ApiError(502, f"token stream out of order: got position {item.position}, "
+                                            f"expected {expected}", kind="upstream_error")
+                    if expected == 0:
+                        self.metrics.waiting.dec()
+                        self.metrics.running.inc()
+                    expected += 1
+                elif expected != job.max_tokens:
+                    raise ApiError(502, f"stream ended after {expected} of {job.max_tokens} tokens",
+                                   kind="upstream_error")
+                yield item
+        finally:
+            (self.metrics.running if expected else self.metrics.waiting).dec()
 
     def stats(self) -> dict[str, Any]:
         return {"role": "router", "inflight": self.inflight, "completed": self.completed, "failed": self.failed}
@@ -123,7 +131,6 @@ async def _handle(request: web.Request, chat: bool) -> web.StreamResponse:
         return web.json_response(error.body(), status=500, headers=headers)
     router.inflight += 1
     router.active_ids.add(rid)
-    router.metrics.running.inc()
     try:
         if not body.stream:
             return await respond_whole(router, rid, pairs, chat, body.n, headers)
@@ -131,7 +138,6 @@ async def _handle(request: web.Request, chat: bool) -> web.StreamResponse:
     finally:
         router.inflight -= 1
         router.active_ids.discard(rid)
-        router.metrics.running.dec()
 
 
 async def _respond(request, router: Router, job: Job, stream: bool, chat: bool, headers) -> web.StreamResponse:

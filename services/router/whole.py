@@ -19,15 +19,18 @@ log = logging.getLogger(__name__)
 
 async def _collect(router: Any, job: Job, choice: Choice, start: float) -> dict[str, Any]:
     last = start
+    ttft = None
     async for item in router.run(job):
         now = time.monotonic()
         if isinstance(item, Token):
-            (router.metrics.ttft if not choice.token_ids else router.metrics.itl).observe(now - last)
+            (router.metrics.ttft if ttft is None else router.metrics.itl).observe(now - last)
+            ttft = now - start if ttft is None else ttft
             last = now
             choice.add(item.token_id)
             continue
         router.metrics.e2e.observe(now - start)
-        router.metrics.finished(item.pdd, len(job.prompt), len(choice.token_ids), choice.ending.finish_reason)
+        router.metrics.finished(item.pdd, len(job.prompt), len(choice.token_ids), choice.ending.finish_reason,
+                                received_unix=job.received_unix, ttft_s=ttft, e2e_s=now - start)
         return item.pdd
     raise ApiError(502, "the pipeline ended without its stats", kind="upstream_error")
 

@@ -9,15 +9,23 @@ import urllib.request
 import openai
 import pytest
 
-from tests.integration.mesh import get_json, running_mesh
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.integration.mesh import get_json, plan_of, running_mesh
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def url(tmp_path_factory):
-    with running_mesh("colocated-mini", tmp_path_factory.mktemp("api")) as router:
-        yield router
+def mesh(tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("api")
+    with running_mesh("colocated-mini", run_dir) as router:
+        yield router, run_dir
+
+
+@pytest.fixture(scope="module")
+def url(mesh):
+    return mesh[0]
 
 
 def _post(url: str, body: bytes, headers: dict | None = None) -> tuple[int, dict, dict]:
@@ -151,3 +159,25 @@ def test_cached_tokens_are_the_prefix_the_mesh_hit(url):
     again = client.completions.create(model="llama3-8b", prompt=prompt, max_tokens=2)
     cached = again.usage.prompt_tokens_details.cached_tokens
     assert cached == again.model_extra["pdd"]["prefill_hit_tokens"] and 0 < cached <= 400
+
+
+def test_every_vllm_metric_has_model_name_and_one_owner(mesh):
+    url, run_dir = mesh
+    _client(url).completions.create(model="llama3-8b", prompt="count me once", max_tokens=4)
+    owners: dict[str, set[str]] = {}
+    for service in plan_of(run_dir)["services"]:
+        with urllib.request.urlopen(f"http://{service['host']}:{service['http_port']}/metrics", timeout=10) as r:
+            text = r.read().decode()
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                assert "instance" not in sample.labels, (service["name"], sample)
+                if family.name.startswith("vllm:"):
+                    assert sample.labels.get("model_name") == "llama3-8b", (service["name"], sample)
+                    owners.setdefault(family.name, set()).add(service["role"])
+                if service["role"] != "router" and family.name.startswith(("vllm:", "pdd_pool")):
+                    assert {"pool", "replica"} <= set(sample.labels), sample
+    assert all(len(roles) == 1 for roles in owners.values()), owners
+    for name in ("vllm:request_time_per_output_token_seconds", "vllm:num_requests_waiting",
+                 "vllm:request_queue_time_seconds", "vllm:request_prefill_time_seconds",
+                 "vllm:generation_tokens", "vllm:kv_cache_usage_perc"):
+        assert name in owners, name
