@@ -17,7 +17,7 @@ _MODEL = ["model_name"]
 
 
 class RouterMetrics:
-    def __init__(self, registry: CollectorRegistry, model_name: str = "") -> None:
+    def __init__(self, registry: CollectorRegistry, model_name: str = "", wan_rate_bps: float = 0.0) -> None:
         self.model_name = model_name
 
         def vllm(kind, name: str, doc: str, **kw):
@@ -43,6 +43,8 @@ class RouterMetrics:
         self.pipelines = Counter("pdd_pipeline_requests", "Requests per pipeline", ["mode", "pipeline"],
                                  registry=registry)
         self.wan_bytes = Counter("pdd_wan_bytes", "Emulated KV bytes sent across the WAN", registry=registry)
+        Gauge("pdd_wan_line_rate_bps", "The WAN line's emulated rate (for utilisation)",
+              registry=registry).set(wan_rate_bps)
         self.kv_transfer = Histogram("pdd_kv_transfer_seconds", "KV transfer time (announce to last byte)",
                                      buckets=_LATENCY, registry=registry)
         self.rld_tokens = Counter("pdd_rld_tokens", "Output tokens produced by relay decode", registry=registry)

@@ -41,7 +41,7 @@ class Router:
         self.scenario = plan.scenario
         self.model = load_model(plan.scenario.model)
         self.tokenizer = WordTokenizer(self.model.vocab_size)
-        self.metrics = RouterMetrics(registry, plan.scenario.model)
+        self.metrics = RouterMetrics(registry, plan.scenario.model, plan.scenario.wan.rate_bps)
         self.peers: Peers | None = None
         self.inflight = 0
         self.active_ids: set[str] = set()
