@@ -41,6 +41,7 @@ class TokenFeed:
         self.stub, self.service = stub, service
         self.open = False  # requests use the feed only once the service has said it is open
         self.routes: dict[str, EventChannel] = {}
+        self.messages = self.tokens = 0  # how well steps batch: tokens / messages
         self._task: asyncio.Task | None = None
 
     def start(self) -> None:
@@ -72,6 +73,8 @@ class TokenFeed:
             try:
                 async for message in call:
                     self.open = True
+                    self.messages += 1
+                    self.tokens += len(message.position)
                     routes = self.routes
                     for rid, position, token in zip(message.request_id, message.position, message.token):
                         inbox = routes.get(rid)

@@ -9,7 +9,6 @@ later gets an SSE error event, never a silently truncated stream.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 import uuid
@@ -27,6 +26,7 @@ from services.router.api import (
 )
 from services.router.metrics import RouterMetrics
 from services.router.pipelines import Finished, Job, Peers, Token, pipeline_for
+from services.router.sse import DONE, ChunkEncoder, completion_body, error_event
 
 log = logging.getLogger(__name__)
 ROUTER_KEY = web.AppKey("router", object)
@@ -73,27 +73,16 @@ class Router:
             yield item
 
     def stats(self) -> dict[str, Any]:
-        return {"role": "router", "inflight": self.inflight, "completed": self.completed, "failed": self.failed}
-
-
-def _chunk(rid: str, created: int, model: str, text: str, chat: bool, finish: str | None = None) -> dict:
-    if chat:
-        choice = {"index": 0, "delta": {"content": text} if text else {}, "finish_reason": finish}
-        return {"id": rid, "object": "chat.completion.chunk", "created": created, "model": model, "choices": [choice]}
-    choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish}
-    return {"id": rid, "object": "text_completion", "created": created, "model": model, "choices": [choice]}
-
-
-def _sse(payload: dict | str) -> bytes:
-    data = payload if isinstance(payload, str) else json.dumps(payload, separators=(",", ":"))
-    return f"data: {data}\n\n".encode()
+        feeds = list(self.peers.feeds.values()) if self.peers is not None else []
+        return {"role": "router", "inflight": self.inflight, "completed": self.completed, "failed": self.failed,
+                "token_feed": {"messages": sum(f.messages for f in feeds), "tokens": sum(f.tokens for f in feeds)}}
 
 
 async def _handle(request: web.Request, chat: bool) -> web.StreamResponse:
     router: Router = request.app[ROUTER_KEY]
     headers: dict[str, str] = {}
     try:
-        rid = client_request_id(request.headers.get("x-request-id") or None) or f"cmpl-{uuid.uuid4().hex[:24]}"
+        rid = client_request_id(request.headers.get("x-request-id") or None) or uuid.uuid4().hex[:24]
         headers["x-request-id"] = rid
         body = await parse_body(request, ChatRequest if chat else CompletionRequest)
         if body.model != router.scenario.model:
@@ -120,15 +109,18 @@ async def _handle(request: web.Request, chat: bool) -> web.StreamResponse:
     router.active_ids.add(rid)
     router.metrics.running.inc()
     try:
-        return await _respond(request, router, job, body.stream, chat, headers)
+        usage = body.stream and body.stream_options is not None and body.stream_options.include_usage
+        return await _respond(request, router, job, body.stream, chat, headers, usage)
     finally:
         router.inflight -= 1
         router.active_ids.discard(rid)
         router.metrics.running.dec()
 
 
-async def _respond(request, router: Router, job: Job, stream: bool, chat: bool, headers) -> web.StreamResponse:
-    created, model, tok = int(job.received_unix), router.scenario.model, router.tokenizer
+async def _respond(request, router: Router, job: Job, stream: bool, chat: bool, headers,
+                   include_usage: bool = False) -> web.StreamResponse:
+    created, tok, metrics = int(job.received_unix), router.tokenizer, router.metrics
+    chunks = ChunkEncoder(job.request_id, created, router.scenario.model, chat)
     texts: list[str] = []
     response: web.StreamResponse | None = None
     last = time.monotonic()
@@ -137,9 +129,9 @@ async def _respond(request, router: Router, job: Job, stream: bool, chat: bool, 
         async with asyncio.timeout(router.scenario.request_timeout_s):
             async for item in router.run(job):
                 now = time.monotonic()
-                if isinstance(item, Token):
+                if type(item) is Token:
                     text = tok.token_text(item.token_id)
-                    (router.metrics.ttft if not texts else router.metrics.itl).observe(now - last)
+                    (metrics.itl if texts else metrics.ttft).observe(now - last)
                     last = now
                     texts.append(text)
                     if stream:
@@ -147,24 +139,20 @@ async def _respond(request, router: Router, job: Job, stream: bool, chat: bool, 
                             response = web.StreamResponse(headers={**headers, "Content-Type": "text/event-stream",
                                                                    "Cache-Control": "no-cache"})
                             await response.prepare(request)
-                        await response.write(_sse(_chunk(job.request_id, created, model, text, chat)))
+                        await response.write(chunks.token(text, first=len(texts) == 1))
                     continue
                 usage = {"prompt_tokens": len(job.prompt), "completion_tokens": len(texts),
                          "total_tokens": len(job.prompt) + len(texts)}
-                router.metrics.e2e.observe(now - start)
-                router.metrics.finished(item.pdd, len(job.prompt), len(texts))
+                metrics.e2e.observe(now - start)
+                metrics.finished(item.pdd, len(job.prompt), len(texts))
                 router.completed += 1
                 if not stream:
-                    body = _chunk(job.request_id, created, model, "", chat, "length")
-                    body["object"] = "chat.completion" if chat else "text_completion"
-                    body["choices"][0] = ({"index": 0, "message": {"role": "assistant", "content": "".join(texts)},
-                                           "finish_reason": "length"} if chat else
-                                          {"index": 0, "text": "".join(texts), "logprobs": None,
-                                           "finish_reason": "length"})
-                    return web.json_response({**body, "usage": usage, "pdd": item.pdd}, headers=headers)
-                final = _chunk(job.request_id, created, model, "", chat, "length")
-                await response.write(_sse({**final, "usage": usage, "pdd": item.pdd}))
-                await response.write(_sse("[DONE]"))
+                    return web.json_response(completion_body(job.request_id, created, router.scenario.model, chat,
+                                                             "".join(texts), usage, item.pdd), headers=headers)
+                await response.write(chunks.finish("length", item.pdd))
+                if include_usage:
+                    await response.write(chunks.usage(len(job.prompt), len(texts)))
+                await response.write(DONE)
                 return response
     except TimeoutError:
         error = ApiError(504, f"request not finished within {router.scenario.request_timeout_s:g} s",
@@ -183,8 +171,8 @@ async def _respond(request, router: Router, job: Job, stream: bool, chat: bool, 
     log.warning("request %s failed: %s", job.request_id, error.message)
     if response is None:
         return web.json_response(error.body(), status=error.status, headers=headers)
-    await response.write(_sse(error.body()))
-    await response.write(_sse("[DONE]"))
+    await response.write(error_event(error.body()))
+    await response.write(DONE)
     return response
 
 

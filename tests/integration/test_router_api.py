@@ -49,7 +49,7 @@ def test_chat_completion_streams_exactly_max_tokens(url):
 def test_request_id_is_echoed_and_usage_is_counted(url):
     body = json.dumps({"model": "llama3-8b", "prompt": [1, 2, 3, 4], "max_tokens": 3}).encode()
     status, headers, reply = _post(url, body, {"x-request-id": "trace-me-42"})
-    assert status == 200 and headers["x-request-id"] == "trace-me-42" and reply["id"] == "trace-me-42"
+    assert status == 200 and headers["x-request-id"] == "trace-me-42" and reply["id"] == "cmpl-trace-me-42"
     assert reply["usage"] == {"prompt_tokens": 4, "completion_tokens": 3, "total_tokens": 7}
     assert reply["pdd"]["pipeline"] == "colocated"
 
