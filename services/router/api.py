@@ -37,11 +37,17 @@ class ApiError(Exception):
         return web.json_response(self.body(), status=self.status)
 
 
+class StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    include_usage: StrictBool = False  # a last chunk with usage and no choices
+
+
 class _Common(BaseModel):
     model_config = ConfigDict(extra="ignore")
     model: str
     max_tokens: StrictInt = Field(16, ge=1)
     stream: StrictBool = False
+    stream_options: StreamOptions | None = None
     seed: StrictInt | None = Field(None, ge=0, lt=2**32)
     n: StrictInt = Field(1, ge=1, le=128)
     temperature: StrictFloat | StrictInt | None = Field(None, ge=0, le=2)

@@ -7,6 +7,7 @@ one `Choice`. Choice `index` follows OpenAI's order: prompt-major, then n.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from services.engine.tokens import WordTokenizer, prompt_fingerprint
@@ -32,20 +33,42 @@ class Choice:
     tokenizer: WordTokenizer
     ask: LogprobAsk = LogprobAsk()
     token_ids: list[int] = field(default_factory=list)
-    text: str = ""  # everything generated, before the stop cut
+    pieces: list[str] = field(default_factory=list)  # each token's text, before the stop cut
+    chars: int = 0
 
     def add(self, token_id: int) -> str:
         """Record one token; return the new text the client may see (never past the stop cut)."""
-        before = len(self.ending.cut(self.text))
+        piece = self.tokenizer.token_text(token_id)
         self.token_ids.append(token_id)
-        self.text += self.tokenizer.token_text(token_id)
-        return self.ending.cut(self.text)[before:]
+        self.pieces.append(piece)
+        before, self.chars = self.chars, self.chars + len(piece)
+        cut = self.ending.text_chars
+        if cut is None:  # no stop rule fired: every piece goes out whole (the common, per-token path)
+            return piece
+        return piece[: max(0, cut - before)]
 
     def output_text(self) -> str:
-        return self.ending.cut(self.text)
+        return self.ending.cut("".join(self.pieces))
+
+    @cached_property
+    def fingerprint(self) -> int:
+        return prompt_fingerprint(self.prompt_ids)
+
+    def last_logprobs(self, chat: bool) -> dict[str, Any]:
+        """The logprobs of the newest token, shaped for a streamed chunk."""
+        position = len(self.token_ids) - 1
+        tid = self.token_ids[-1]
+        fingerprint = self.fingerprint
+        row = (tid, token_logprob(fingerprint, position, tid),
+               top_logprobs(fingerprint, position, tid, self.ask.top, self.tokenizer.vocab_size))
+        if chat:
+            return {"content": [self._chat_entry(*row)]}
+        word = self.tokenizer.token_text
+        return {"tokens": [word(tid)], "token_logprobs": [row[1]], "top_logprobs": [{word(t): v for t, v in row[2]}],
+                "text_offset": [self.chars - len(word(tid))]}
 
     def _logprob_rows(self) -> list[tuple[int, float | None, list[tuple[int, float]]]]:
-        fingerprint = prompt_fingerprint(self.prompt_ids)
+        fingerprint = self.fingerprint
         vocab = self.tokenizer.vocab_size
         rows = []
         if self.ask.echo:

@@ -9,7 +9,6 @@ later gets an SSE error event, never a silently truncated stream.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 import uuid
@@ -25,10 +24,12 @@ from services.profiles import load_model
 from services.router.api import (
     MAX_BODY_BYTES, ApiError, ChatRequest, CompletionRequest, client_request_id, parse_body,
 )
+from services.router.choices import Choice
 from services.router.errors import json_errors
 from services.router.fanout import plan_jobs
 from services.router.metrics import RouterMetrics
 from services.router.pipelines import Finished, Job, Peers, Token, pipeline_for
+from services.router.sse import DONE, ChunkEncoder, error_event
 from services.router.whole import respond_whole
 
 log = logging.getLogger(__name__)
@@ -84,27 +85,16 @@ class Router:
             (self.metrics.running if expected else self.metrics.waiting).dec()
 
     def stats(self) -> dict[str, Any]:
-        return {"role": "router", "inflight": self.inflight, "completed": self.completed, "failed": self.failed}
-
-
-def _chunk(rid: str, created: int, model: str, text: str, chat: bool, finish: str | None = None) -> dict:
-    if chat:
-        choice = {"index": 0, "delta": {"content": text} if text else {}, "finish_reason": finish}
-        return {"id": rid, "object": "chat.completion.chunk", "created": created, "model": model, "choices": [choice]}
-    choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish}
-    return {"id": rid, "object": "text_completion", "created": created, "model": model, "choices": [choice]}
-
-
-def _sse(payload: dict | str) -> bytes:
-    data = payload if isinstance(payload, str) else json.dumps(payload, separators=(",", ":"))
-    return f"data: {data}\n\n".encode()
+        feeds = list(self.peers.feeds.values()) if self.peers is not None else []
+        return {"role": "router", "inflight": self.inflight, "completed": self.completed, "failed": self.failed,
+                "token_feed": {"messages": sum(f.messages for f in feeds), "tokens": sum(f.tokens for f in feeds)}}
 
 
 async def _handle(request: web.Request, chat: bool) -> web.StreamResponse:
     router: Router = request.app[ROUTER_KEY]
     headers: dict[str, str] = {}
     try:
-        rid = client_request_id(request.headers.get("x-request-id") or None) or f"cmpl-{uuid.uuid4().hex[:24]}"
+        rid = client_request_id(request.headers.get("x-request-id") or None) or uuid.uuid4().hex[:24]
         headers["x-request-id"] = rid
         body = await parse_body(request, ChatRequest if chat else CompletionRequest)
         if body.model != router.scenario.model:
@@ -134,50 +124,53 @@ async def _handle(request: web.Request, chat: bool) -> web.StreamResponse:
     try:
         if not body.stream:
             return await respond_whole(router, rid, pairs, chat, body.n, headers)
-        return await _respond(request, router, job, body.stream, chat, headers)
+        usage = body.stream_options is not None and body.stream_options.include_usage
+        return await _respond(request, router, job, pairs[0][1], chat, headers, usage)
     finally:
         router.inflight -= 1
         router.active_ids.discard(rid)
 
 
-async def _respond(request, router: Router, job: Job, stream: bool, chat: bool, headers) -> web.StreamResponse:
-    created, model, tok = int(job.received_unix), router.scenario.model, router.tokenizer
+async def _respond(request, router: Router, job: Job, choice: Choice, chat: bool, headers,
+                   include_usage: bool = False) -> web.StreamResponse:
+    """A streamed answer; `choice` cuts the text at its stop and supplies logprobs when asked."""
+    created, metrics = int(job.received_unix), router.metrics
+    chunks = ChunkEncoder(job.request_id, created, router.scenario.model, chat)
     texts: list[str] = []
     response: web.StreamResponse | None = None
     last = time.monotonic()
-    start = last
+    start, ttft = last, None
     try:
         async with asyncio.timeout(router.scenario.request_timeout_s):
             async for item in router.run(job):
                 now = time.monotonic()
-                if isinstance(item, Token):
-                    text = tok.token_text(item.token_id)
-                    (router.metrics.ttft if not texts else router.metrics.itl).observe(now - last)
+                if type(item) is Token:
+                    text = choice.add(item.token_id)
+                    (metrics.itl if texts else metrics.ttft).observe(now - last)
+                    ttft = now - start if ttft is None else ttft
                     last = now
                     texts.append(text)
-                    if stream:
-                        if response is None:
-                            response = web.StreamResponse(headers={**headers, "Content-Type": "text/event-stream",
-                                                                   "Cache-Control": "no-cache"})
-                            await response.prepare(request)
-                        await response.write(_sse(_chunk(job.request_id, created, model, text, chat)))
+                    if response is None:
+                        response = web.StreamResponse(headers={**headers, "Content-Type": "text/event-stream",
+                                                               "Cache-Control": "no-cache"})
+                        await response.prepare(request)
+                        if choice.ask.echo:
+                            await response.write(chunks.token(choice.prompt_text))
+                    first = len(texts) == 1
+                    if choice.ask.wanted:
+                        await response.write(chunks.token_logprobs(text, choice.last_logprobs(chat), first))
+                    elif text or first:  # past a stop the tokens have no text to send
+                        await response.write(chunks.token(text, first=first))
                     continue
-                usage = {"prompt_tokens": len(job.prompt), "completion_tokens": len(texts),
-                         "total_tokens": len(job.prompt) + len(texts)}
-                router.metrics.e2e.observe(now - start)
-                router.metrics.finished(item.pdd, len(job.prompt), len(texts))
+                metrics.e2e.observe(now - start)
+                metrics.finished(item.pdd, len(job.prompt), len(texts), choice.ending.finish_reason,
+                                 received_unix=job.received_unix, ttft_s=ttft, e2e_s=now - start)
                 router.completed += 1
-                if not stream:
-                    body = _chunk(job.request_id, created, model, "", chat, "length")
-                    body["object"] = "chat.completion" if chat else "text_completion"
-                    body["choices"][0] = ({"index": 0, "message": {"role": "assistant", "content": "".join(texts)},
-                                           "finish_reason": "length"} if chat else
-                                          {"index": 0, "text": "".join(texts), "logprobs": None,
-                                           "finish_reason": "length"})
-                    return web.json_response({**body, "usage": usage, "pdd": item.pdd}, headers=headers)
-                final = _chunk(job.request_id, created, model, "", chat, "length")
-                await response.write(_sse({**final, "usage": usage, "pdd": item.pdd}))
-                await response.write(_sse("[DONE]"))
+                await response.write(chunks.finish(choice.ending.finish_reason, item.pdd))
+                if include_usage:
+                    await response.write(chunks.usage(len(job.prompt), len(texts),
+                                                      item.pdd.get("prefill_hit_tokens", 0)))
+                await response.write(DONE)
                 return response
     except TimeoutError:
         error = ApiError(504, f"request not finished within {router.scenario.request_timeout_s:g} s",
@@ -196,8 +189,8 @@ async def _respond(request, router: Router, job: Job, stream: bool, chat: bool, 
     log.warning("request %s failed: %s", job.request_id, error.message)
     if response is None:
         return web.json_response(error.body(), status=error.status, headers=headers)
-    await response.write(_sse(error.body()))
-    await response.write(_sse("[DONE]"))
+    await response.write(error_event(error.body()))
+    await response.write(DONE)
     return response
 
 

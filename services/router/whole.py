@@ -13,6 +13,7 @@ from services.router.api import ApiError
 from services.router.choices import Choice
 from services.router.fanout import usage
 from services.router.pipelines import Job, Token
+from services.router.sse import response_id
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +53,7 @@ async def respond_whole(router: Any, request_id: str, pairs: list[tuple[Job, Cho
     else:
         router.completed += 1
         first = pairs[0][0]
-        body = {"id": request_id, "object": "chat.completion" if chat else "text_completion",
+        body = {"id": response_id(request_id, chat), "object": "chat.completion" if chat else "text_completion",
                 "created": int(first.received_unix), "model": router.scenario.model,
                 "choices": [choice.chat() if chat else choice.completion() for _, choice in pairs],
                 "usage": usage(pairs, stats, n), "pdd": stats[0]}

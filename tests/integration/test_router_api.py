@@ -57,7 +57,7 @@ def test_chat_completion_streams_exactly_max_tokens(url):
 def test_request_id_is_echoed_and_usage_is_counted(url):
     body = json.dumps({"model": "llama3-8b", "prompt": [1, 2, 3, 4], "max_tokens": 3}).encode()
     status, headers, reply = _post(url, body, {"x-request-id": "trace-me-42"})
-    assert status == 200 and headers["x-request-id"] == "trace-me-42" and reply["id"] == "trace-me-42"
+    assert status == 200 and headers["x-request-id"] == "trace-me-42" and reply["id"] == "cmpl-trace-me-42"
     assert reply["usage"] == {"prompt_tokens": 4, "completion_tokens": 3, "total_tokens": 7,
                               "prompt_tokens_details": {"cached_tokens": 0}}
     assert reply["pdd"]["pipeline"] == "colocated"
@@ -181,3 +181,24 @@ def test_every_vllm_metric_has_model_name_and_one_owner(mesh):
                  "vllm:request_queue_time_seconds", "vllm:request_prefill_time_seconds",
                  "vllm:generation_tokens", "vllm:kv_cache_usage_perc"):
         assert name in owners, name
+
+
+def test_a_stream_stops_where_the_unstreamed_answer_does(url):
+    client = _client(url)
+    whole = client.completions.create(model="llama3-8b", prompt="stream a stop", max_tokens=12).choices[0].text
+    stop = whole.split()[3][1:]  # inside a word: the text ends mid-token
+    chunks = list(client.completions.create(model="llama3-8b", prompt="stream a stop", max_tokens=12, stop=stop,
+                                            stream=True, stream_options={"include_usage": True}))
+    text = "".join(c.choices[0].text for c in chunks if c.choices)
+    assert text == whole[: whole.index(stop)]
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "stop"
+    assert chunks[-1].usage.completion_tokens == 4 and chunks[-1].usage.prompt_tokens_details.cached_tokens >= 0
+
+
+def test_streamed_chat_chunks_carry_their_logprobs(url):
+    ask = dict(model="llama3-8b", max_tokens=4, logprobs=True, top_logprobs=2,
+               messages=[{"role": "user", "content": "stream logprobs"}])
+    whole = _client(url).chat.completions.create(**ask).choices[0].logprobs.content
+    streamed = [c.choices[0].logprobs.content[0] for c in _client(url).chat.completions.create(**ask, stream=True)
+                if c.choices and c.choices[0].logprobs]
+    assert streamed == whole

@@ -1,0 +1,178 @@
+"""What one streamed token costs the mesh, against a bare aiohttp SSE server in the same run.
+
+For the floor server (benchmarks/floor_server.py) and each mini preset, after a
+warm-up, 64 concurrent streamed completions of 500 tokens each; the CPU time
+(user + system, from /proc through psutil) every process spent during that load,
+divided by the tokens the client received, is the cost per streamed token. The
+ratio of a mesh's total to the floor's is the figure of merit (docs/mesh.md
+§Cost of a streamed token). Then, per preset, rising concurrency of shorter
+streams: the highest output-token rate at which every service's event-loop lag
+p99 stays at or under 5 ms. Last, the client's own cost per chunk: the bench
+client's SSE parsing (loadgen.bench.client.read_stream) against a bare aiohttp
+client that only splits lines, both reading from the floor server.
+
+    .venv/bin/python -m benchmarks.bench_token_cost [--streams 64] [--tokens 500] [--presets pd-intra-mini ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+import aiohttp
+import psutil
+
+from benchmarks.meshctl import mesh, service_stats
+from loadgen.bench.client import read_stream
+from loadgen.sse import StreamTally
+from services.experiments.handoff import fresh_prompt
+from services.launcher.processes import read_state
+
+PRESETS = ("pd-intra-mini", "pd-cross-mini", "pdd-mini")
+LAG_LIMIT_S = 0.005
+MODEL = "llama3-8b"
+
+
+def cpu_seconds(pids: dict[str, int]) -> dict[str, float]:
+    out = {}
+    for name, pid in pids.items():
+        times = psutil.Process(pid).cpu_times()
+        out[name] = times.user + times.system
+    return out
+
+
+async def probe_client(http: aiohttp.ClientSession, url: str, prompt: list[int], tokens: int) -> int:
+    body = {"model": MODEL, "prompt": prompt, "max_tokens": tokens, "stream": True}
+    tally = StreamTally(sent_at=time.perf_counter())
+    async with http.post(f"{url}/v1/completions", json=body) as response:
+        if response.status != 200:
+            raise RuntimeError(f"HTTP {response.status}: {(await response.text())[:500]}")
+        await read_stream(response, tally)
+    return len(tally.token_times)
+
+
+async def bare_client(http: aiohttp.ClientSession, url: str, prompt: list[int], tokens: int) -> int:
+    """The least a client can do: split the stream into lines and count the data lines."""
+    body = {"model": MODEL, "prompt": prompt, "max_tokens": tokens, "stream": True}
+    count = 0
+    async with http.post(f"{url}/v1/completions", json=body) as response:
+        response.raise_for_status()
+        async for line in response.content:
+            if line.startswith(b"data:"):
+                count += 1
+    return count - 1  # the [DONE] line
+
+
+async def load(url: str, streams: int, tokens: int, seed: int, client=probe_client) -> tuple[int, float]:
+    """`streams` concurrent streams of `tokens` tokens; (tokens received, wall seconds)."""
+    prompts = [fresh_prompt(128, seed + i) for i in range(streams)]
+    timeout = aiohttp.ClientTimeout(total=600)
+    async with aiohttp.ClientSession(timeout=timeout, connector=aiohttp.TCPConnector(limit=0)) as http:
+        start = time.perf_counter()
+        counts = await asyncio.gather(*(client(http, url, p, tokens) for p in prompts))
+        wall = time.perf_counter() - start
+    if any(c != tokens for c in counts):
+        raise RuntimeError(f"streams ended short: {sorted(set(counts))} tokens, expected {tokens}")
+    return sum(counts), wall
+
+
+def measured(url: str, pids: dict[str, int], streams: int, tokens: int, seed: int, client=probe_client) -> dict:
+    """CPU us per received token of every process in `pids`, and of this (the client's) process."""
+    asyncio.run(load(url, min(streams, 16), 50, seed + 50_000, client))  # warm-up: connections, code paths
+    me = psutil.Process()
+    before, own_before = cpu_seconds(pids), sum(me.cpu_times()[:2])
+    received, wall = asyncio.run(load(url, streams, tokens, seed, client))
+    after, own_after = cpu_seconds(pids), sum(me.cpu_times()[:2])
+    per_token = {name: (after[name] - before[name]) / received * 1e6 for name in pids}
+    return {"per_token_us": per_token, "total_us": sum(per_token.values()), "tokens_per_s": received / wall,
+            "client_us": (own_after - own_before) / received * 1e6}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def floor_server(step_ms: float) -> Iterator[tuple[str, int]]:
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "benchmarks.floor_server", "--port", str(port),
+                             "--step-ms", str(step_ms)], stdin=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise RuntimeError("the floor server did not start") from None
+                time.sleep(0.05)
+        yield url, proc.pid
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def sustained_rate(url: str, plan, levels: tuple[int, ...], tokens: int) -> list[tuple[int, float, float]]:
+    """(streams, output tokens/s, worst service lag p99) per concurrency level, in order."""
+    rows = []
+    for i, streams in enumerate(levels):
+        for service in plan.services:
+            service_stats(plan, service.name, reset_lag=True)
+        received, wall = asyncio.run(load(url, streams, tokens, 95_000 + 1000 * i))
+        lag = max(service_stats(plan, s.name)["loop_lag_s"]["p99"] for s in plan.services)
+        rows.append((streams, received / wall, lag))
+    return rows
+
+
+def print_cost(name: str, result: dict, floor_total: float) -> None:
+    parts = ", ".join(f"{n} {us:.1f}" for n, us in sorted(result["per_token_us"].items(), key=lambda kv: -kv[1]))
+    print(f"{name:<15}{result['total_us']:9.1f} us/token  ratio {result['total_us'] / floor_total:5.2f}  "
+          f"({result['tokens_per_s']:.0f} tokens/s; {parts})")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--streams", type=int, default=64)
+    parser.add_argument("--tokens", type=int, default=500)
+    parser.add_argument("--presets", nargs="*", default=list(PRESETS))
+    parser.add_argument("--step-ms", type=float, default=10.0, help="the floor server's time between chunks")
+    parser.add_argument("--levels", type=int, nargs="*", default=[32, 64, 128, 256],
+                        help="concurrency levels of the sustained-rate search (empty: skip it)")
+    parser.add_argument("--level-tokens", type=int, default=200)
+    args = parser.parse_args()
+    print(f"{args.streams} streams x {args.tokens} tokens; CPU us per streamed token (user + system)")
+    with floor_server(args.step_ms) as (url, pid):
+        floor = measured(url, {"floor": pid}, args.streams, args.tokens, 1)
+        bare = measured(url, {"floor": pid}, args.streams, args.tokens, 2, client=bare_client)
+    print_cost("floor", floor, floor["total_us"])
+    rates = {}
+    for preset in args.presets:
+        with tempfile.TemporaryDirectory() as tmp, mesh(preset, Path(tmp)) as (url, plan):
+            _, started = read_state(Path(tmp))
+            result = measured(url, {p.name: p.pid for p in started}, args.streams, args.tokens, 10_000)
+            print_cost(preset, result, floor["total_us"])
+            if args.levels:
+                rates[preset] = sustained_rate(url, plan, tuple(args.levels), args.level_tokens)
+    print(f"client: bench client {floor['client_us']:.1f} us/chunk, bare aiohttp client {bare['client_us']:.1f} "
+          f"us/chunk, ratio {floor['client_us'] / bare['client_us']:.2f}")
+    for preset, rows in rates.items():
+        ok = [rate for _, rate, lag in rows if lag <= LAG_LIMIT_S]
+        levels = "; ".join(f"{n} streams {rate:.0f} tok/s lag p99 {lag * 1e3:.1f} ms" for n, rate, lag in rows)
+        best = f"{max(ok):.0f} tokens/s" if ok else "none within the lag limit"
+        print(f"sustained {preset}: {best} ({levels})")
+
+
+if __name__ == "__main__":
+    main()
