@@ -54,6 +54,8 @@ def test_aiperf_counts_tokens_as_the_mesh_and_sees_the_routers_ttft(tmp_path):
     assert result["request_count"]["avg"] == REQUESTS and not result["error_summary"]
     # The exported tokenizer counts what the mesh generated: exactly --osl tokens, and --isl prompt tokens.
     assert result["output_sequence_length"]["avg"] == 16 and result["input_sequence_length"]["avg"] == 64
+    # The server's usage agrees with aiperf's own count, and carries the prefix-cache hits aiperf reports.
+    assert result["usage_discrepancy_count"]["avg"] == 0 and "usage_prompt_cache_read_tokens" in result
     assert after_count - before_count == REQUESTS
     router_ms = 1000 * (after_sum - before_sum) / REQUESTS
     client_ms = result["time_to_first_token"]["avg"]
