@@ -39,14 +39,19 @@ async def _collect(router: Any, job: Job, choice: Choice, start: float) -> dict[
 async def respond_whole(router: Any, request_id: str, pairs: list[tuple[Job, Choice]], chat: bool, n: int,
                         headers: dict[str, str]) -> web.Response:
     start = time.monotonic()
+    jobs = [asyncio.ensure_future(_collect(router, job, choice, start)) for job, choice in pairs]
     try:
         async with asyncio.timeout(router.scenario.request_timeout_s):
-            stats = await asyncio.gather(*(_collect(router, job, choice, start) for job, choice in pairs))
+            stats = await asyncio.gather(*jobs)
     except TimeoutError:
         error = ApiError(504, f"request not finished within {router.scenario.request_timeout_s:g} s",
                          kind="timeout_error")
     except ApiError as exc:
         error = exc
+    except asyncio.CancelledError:  # the client left
+        router.failed += 1
+        router.metrics.errors.labels("client_closed").inc()
+        raise
     except Exception as exc:  # a defect here, not upstream: still an explicit error
         log.exception("request %s failed inside the router", request_id)
         error = ApiError(500, f"internal router error ({type(exc).__name__})", kind="server_error")
@@ -58,6 +63,9 @@ async def respond_whole(router: Any, request_id: str, pairs: list[tuple[Job, Cho
                 "choices": [choice.chat() if chat else choice.completion() for _, choice in pairs],
                 "usage": usage(pairs, stats, n), "pdd": stats[0]}
         return web.json_response(body, headers=headers)
+    finally:
+        for task in jobs:  # one failed choice fails the request: stop the others' generation too
+            task.cancel()
     router.failed += 1
     router.metrics.errors.labels(str(error.status)).inc()
     log.warning("request %s failed: %s", request_id, error.message)
