@@ -66,6 +66,7 @@ async def respond_whole(router: Any, request_id: str, pairs: list[tuple[Job, Cho
     finally:
         for task in jobs:  # one failed choice fails the request: stop the others' generation too
             task.cancel()
+        await asyncio.gather(*jobs, return_exceptions=True)  # and let them end before the answer goes out
     router.failed += 1
     router.metrics.errors.labels(str(error.status)).inc()
     log.warning("request %s failed: %s", request_id, error.message)
