@@ -40,6 +40,16 @@ def test_promtool_accepts_the_shipped_files(check, path):
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+def test_the_dashboard_has_every_panel_of_a_vllm_style_board():
+    dashboard = json.loads(DASHBOARD.read_text())
+    titles = {panel["title"] for panel in dashboard["panels"]}
+    assert {"Time To First Token", "Time Per Output Token", "E2E Request Latency", "Queue Time", "KV Cache Usage",
+            "Prefix Cache Hit Rate", "WAN Throughput", "WAN Utilisation", "RLD Share Of Output Tokens",
+            "Handoff Stall"} <= titles
+    assert [v["name"] for v in dashboard["templating"]["list"]] == ["model_name"]
+    assert all(t["datasource"]["uid"] == "prometheus" for p in dashboard["panels"] for t in p["targets"])
+
+
 def panel_queries() -> list[tuple[str, str]]:
     """(panel title, PromQL) of every target, with Grafana's variables filled in."""
     dashboard = json.loads(DASHBOARD.read_text())
