@@ -21,7 +21,7 @@ from loadgen.report.runs import RunData
 
 PHASE_COLOURS = {"prefill": "tab:blue", "KV transfer": "tab:orange", "relay decode (RLD)": "tab:green",
                  "handoff": "tab:red", "main decode (MD)": "tab:purple", "other": "tab:gray"}
-MIN_VISIBLE = 0.004  # of the time axis: the narrowest bar drawn
+MIN_VISIBLE = 0.006  # of the time axis: the narrowest bar drawn (about 5 pixels)
 LABEL_BASE, LABEL_STEP = 0.61, 0.075  # label rows, in axes fractions above the stage bar
 ENDED = ("_end", "_done", "_finish", "_finished", "_arrived", "_complete")
 
@@ -77,12 +77,18 @@ def plot_request_timeline(runs: list[RunData], path: Path) -> Path:
     pipeline, handed_off, phases = str(pdd.get("pipeline") or ""), False, set()
     tokens = record["ttft_s"] + np.concatenate([[0.0], np.cumsum(record["itl_s"])])
     span = max(float(tokens[-1]), groups[-1][0] if groups else 0.0) or 1.0
+    drawn_to = -np.inf
     for (start, opening), (end, _) in zip(groups, groups[1:]):
         phase = phase_after(opening[-1], pipeline, handed_off)
         handed_off = handed_off or phase == "handoff"
         phases.add(phase)
-        axes.barh(1, max(end - start, MIN_VISIBLE * span), left=start, color=PHASE_COLOURS[phase], edgecolor="white",
-                  linewidth=0.3)
+        if end - start < MIN_VISIBLE * span:  # widened, beside the short one before it, over its long neighbour
+            left = max(start, drawn_to)
+            axes.barh(1, MIN_VISIBLE * span, left=left, color=PHASE_COLOURS[phase], edgecolor="white",
+                      linewidth=0.3, zorder=3)
+            drawn_to = left + MIN_VISIBLE * span
+        else:
+            axes.barh(1, end - start, left=start, color=PHASE_COLOURS[phase], edgecolor="white", linewidth=0.3)
     relayed = int(pdd.get("rld_tokens") or 0)
     axes.vlines(tokens[:relayed], -0.35, 0.35, color="tab:green", label=f"RLD tokens ({relayed})")
     axes.vlines(tokens[relayed:], -0.35, 0.35, color="tab:purple", label=f"MD tokens ({len(tokens) - relayed})")

@@ -83,3 +83,20 @@ def test_the_runs_list_tells_repeated_modes_apart(tmp_path):
                                                                      path=str(tmp_path / "b"))]
     page = write_index(tmp_path, runs, {}).read_text()
     assert "<li>pdd @ 2 req/s:" in page and "<li>pdd @ 5 req/s:" in page
+
+
+def test_a_short_kv_transfer_still_shows_in_the_timeline(tmp_path):
+    from matplotlib import image
+
+    from loadgen.report.timeline import plot_request_timeline
+
+    base = 1000.0
+    pdd = {"pipeline": "P-MD", "rld_tokens": 0, "handoff": None,
+           "timeline": {"prefill_sent": base + 0.01, "prefill_done": base + 0.2, "kv_arrived": base + 0.2005,
+                        "first_token": base + 0.201, "finished": base + 3.0}}
+    record = {**_record(0, 0.21, pdd), "itl_s": [0.01] * 270, "output_tokens": 271}
+    path = plot_request_timeline([_run([record])], tmp_path / "timeline.png")
+    pixels = image.imread(path)[..., :3]
+    plot_area = pixels[:, : int(0.8 * pixels.shape[1])]  # left of the legend, whose swatch is orange too
+    orange = np.all(np.abs(plot_area - np.array([1.0, 0.498, 0.055])) < 0.03, axis=-1)  # tab:orange: KV transfer
+    assert orange.sum() > 50
