@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import socket
 import subprocess
 import sys
@@ -34,6 +35,7 @@ from benchmarks.meshctl import mesh, service_stats
 from loadgen.bench.client import read_stream
 from loadgen.sse import StreamTally
 from services.experiments.handoff import fresh_prompt
+from services.cli.loop import ENV as LOOP_ENV
 from services.launcher.processes import read_state
 
 PRESETS = ("pd-intra-mini", "pd-cross-mini", "pdd-mini")
@@ -148,9 +150,11 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=500)
     parser.add_argument("--presets", nargs="*", default=list(PRESETS))
     parser.add_argument("--step-ms", type=float, default=10.0, help="the floor server's time between chunks")
-    parser.add_argument("--levels", type=int, nargs="*", default=[32, 64, 128, 256],
+    parser.add_argument("--levels", type=int, nargs="*", default=[8, 16, 32, 64, 128, 256],
                         help="concurrency levels of the sustained-rate search (empty: skip it)")
     parser.add_argument("--level-tokens", type=int, default=200)
+    parser.add_argument("--compare-loop", action="store_true",
+                        help=f"run the first preset again with {LOOP_ENV}=asyncio (the router on asyncio's loop)")
     args = parser.parse_args()
     print(f"{args.streams} streams x {args.tokens} tokens; CPU us per streamed token (user + system)")
     with floor_server(args.step_ms) as (url, pid):
@@ -158,12 +162,17 @@ def main() -> None:
         bare = measured(url, {"floor": pid}, args.streams, args.tokens, 2, client=bare_client)
     print_cost("floor", floor, floor["total_us"])
     rates = {}
-    for preset in args.presets:
+    runs = [(preset, "auto") for preset in args.presets]
+    if args.compare_loop and args.presets:
+        runs.append((args.presets[0], "asyncio"))
+    for preset, loop in runs:
+        os.environ[LOOP_ENV] = loop  # the mesh's processes inherit it
+        label = preset if loop == "auto" else f"{preset}[{loop}]"
         with tempfile.TemporaryDirectory() as tmp, mesh(preset, Path(tmp)) as (url, plan):
             _, started = read_state(Path(tmp))
             result = measured(url, {p.name: p.pid for p in started}, args.streams, args.tokens, 10_000)
-            print_cost(preset, result, floor["total_us"])
-            if args.levels:
+            print_cost(label, result, floor["total_us"])
+            if args.levels and loop == "auto":
                 rates[preset] = sustained_rate(url, plan, tuple(args.levels), args.level_tokens)
     print(f"client: bench client {floor['client_us']:.1f} us/chunk, bare aiohttp client {bare['client_us']:.1f} "
           f"us/chunk, ratio {floor['client_us'] / bare['client_us']:.2f}")
