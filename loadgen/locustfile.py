@@ -115,7 +115,8 @@ class CompletionUser(FastHttpUser):
             self.plan = session.next_turn(plan.prompt, tally.output_ids)
 
     def _stream(self, plan: RequestPlan) -> StreamTally | None:
-        payload = {"model": self.model, "prompt": plan.prompt, "max_tokens": plan.max_tokens, "stream": True}
+        payload = {"model": self.model, "prompt": plan.prompt, "max_tokens": plan.max_tokens, "stream": True,
+                   "stream_options": {"include_usage": True}}
         headers = {"x-request-id": plan.request_id, "Accept": "text/event-stream", "Accept-Encoding": "identity"}
         tally = StreamTally(sent_at=time.perf_counter(), vocab=self.vocab)
         error: Exception | None = None

@@ -82,7 +82,17 @@ class DecodeService(pb_grpc.DecodeServicer):
         """The request's events; its tokens go through the caller's feed when the call names an open one."""
         feed = self.feeds.get(metadata_value(context, TOKEN_FEED_METADATA))
         rid, end = request.request_id, 0
-        async for event in self._generate(request, context):
+
+        def to_feed(event) -> bool:
+            """Called by the engine as a step ends: the token goes out with the step's others, no task wakes."""
+            nonlocal end
+            if type(event) is not TokenEvent or feed.closed:
+                return False  # the loop below takes it (and fails the call if the feed has closed)
+            end = event.position + 1
+            feed.put(rid, event.position, event.token_id)
+            return True
+
+        async for event in self._generate(request, context, to_feed if feed is not None else None):
             if type(event) is TokenEvent:
                 end = event.position + 1
                 if feed is None:
@@ -97,8 +107,8 @@ class DecodeService(pb_grpc.DecodeServicer):
             event.stats.end_position = end
             yield event
 
-    async def _generate(self, request, context):
-        """Engine TokenEvents and then the GenerateEvent carrying the stats."""
+    async def _generate(self, request, context, sink):
+        """Engine TokenEvents and then the GenerateEvent carrying the stats; `sink` may take tokens first."""
         rid, prompt = request.request_id, list(request.prompt)
         if not prompt or request.max_tokens < 1:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "need a prompt and max_tokens >= 1")
@@ -110,7 +120,7 @@ class DecodeService(pb_grpc.DecodeServicer):
             handle = await self._submit(engine, Sequence(request_id=rid, context=prompt, prompt_len=len(prompt),
                                                          kv_tokens=0, generate=request.max_tokens, first_position=0,
                                                          seed=request.seed), context)
-            async for event in self._stream(handle, stats, hit_from_engine=True):
+            async for event in self._stream(handle, stats, hit_from_engine=True, sink=sink):
                 yield event
             return
         try:
@@ -123,7 +133,7 @@ class DecodeService(pb_grpc.DecodeServicer):
         stats.kv_real_bytes, stats.kv_emulated_bytes = transfer.real_bytes, transfer.emulated_bytes
         stats.hit_tokens = len(prompt) - transfer.num_tokens
         if request.handoff_from:
-            async for event in self._take_over(request, prompt, engine, stats, context):
+            async for event in self._take_over(request, prompt, engine, stats, context, sink):
                 yield event
             return
         yield TokenEvent(0, transfer.first_token, 0.0)
@@ -136,12 +146,12 @@ class DecodeService(pb_grpc.DecodeServicer):
         if request.relay:
             self.relay.add(rid, handle, transfer.first_token, request.max_tokens, request.relay_cap)
         try:
-            async for event in self._stream(handle, stats, hit_from_engine=False, relayed=request.relay):
+            async for event in self._stream(handle, stats, hit_from_engine=False, relayed=request.relay, sink=sink):
                 yield event
         finally:
             self.relay.remove(rid)
 
-    async def _take_over(self, request, prompt, engine, stats, context):
+    async def _take_over(self, request, prompt, engine, stats, context, sink):
         relay = self._relay_stub(request.handoff_from)
         try:
             if request.kv_ship:
@@ -163,9 +173,13 @@ class DecodeService(pb_grpc.DecodeServicer):
             yield pb.GenerateEvent(stats=stats)
             return
         self.handoffs[outcome.mode.value] += 1
-        async for event in self._stream(outcome.handle, stats, hit_from_engine=False):
+
+        def timed(event) -> bool:  # offered every event first: the stall ends with main decode's first token
             if type(event) is TokenEvent and not stats.handoff_stall_s:
                 stats.handoff_stall_s = time.time() - outcome.started_unix
+            return sink is not None and sink(event)
+
+        async for event in self._stream(outcome.handle, stats, hit_from_engine=False, sink=timed):
             yield event
 
     async def _wait_handoff_kv(self, transfer_id: str):
@@ -174,10 +188,16 @@ class DecodeService(pb_grpc.DecodeServicer):
         finally:
             self.transfers.discard(transfer_id)
 
-    async def _stream(self, handle, stats, hit_from_engine: bool, relayed: bool = False):
-        """Token events of one sequence, then its stats; a relayed one also ends at its handoff cut."""
+    async def _stream(self, handle, stats, hit_from_engine: bool, relayed: bool = False, sink=None):
+        """Token events of one sequence, then its stats; a relayed one also ends at its handoff cut.
+
+        With a sink, tokens go to it as each step ends and only the rest comes through here; a
+        relayed sequence's tokens always come here, for the relay's bookkeeping of the cut.
+        """
         rid = handle.request_id
         relayed_request = self.relay.requests.get(rid) if relayed else None
+        if sink is not None and relayed_request is None:
+            handle.forward(sink)
         try:
             async for event in handle.events():
                 if isinstance(event, FinishedEvent):

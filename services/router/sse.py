@@ -3,7 +3,7 @@
 Every token chunk of a request differs from the others only in its text, so
 the request's chunk is encoded once as a prefix and a suffix around the text,
 and a token's chunk is three byte strings joined (docs/mesh.md §Cost of a
-streamed token). A token's text is JSON-escaped once per token id and cached.
+streamed token).
 The shape follows vLLM's OpenAI server: the first chat delta carries
 `role: "assistant"`; the finishing chunk carries `finish_reason` (and this
 emulator's `pdd` object); usage comes only with `stream_options.include_usage`,
@@ -12,7 +12,6 @@ in a last chunk whose `choices` is empty; then `data: [DONE]`.
 
 from __future__ import annotations
 
-import functools
 import json
 from typing import Any
 
@@ -23,9 +22,14 @@ def _json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
-@functools.lru_cache(maxsize=1 << 16)
 def text_json(text: str) -> bytes:
-    """A token's text as a JSON string literal; the emulated vocabulary's words repeat, so this is cached."""
+    """A token's text as a JSON string literal.
+
+    The emulated vocabulary's words are printable ASCII without quotes or backslashes, which
+    JSON writes as they are; anything else goes through the JSON encoder.
+    """
+    if text.isascii() and text.isprintable() and '"' not in text and "\\" not in text:
+        return b'"' + text.encode() + b'"'
     return json.dumps(text).encode()
 
 
