@@ -62,4 +62,4 @@ test-compose: $(STAMP) ## the Docker tests: build, run both DCs, break and recov
 	$(BIN)/python -m pytest -m compose tests/compose $(PYTEST_ARGS)
 
 clean: ## remove the virtual environment and outputs
-	rm -rf $(VENV) out .pytest_cache
+	rm -rf $(VENV) .venv-aiperf out .pytest_cache

@@ -19,7 +19,8 @@ from loadgen.sse import StreamError, StreamTally
 async def probe_stream(http: aiohttp.ClientSession, url: str, model: str, prompt: list[int],
                        max_tokens: int) -> dict:
     """POST one streamed completion; its TTFT, end-to-end time, tokens, largest token gap and `pdd` stats."""
-    body = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "stream": True}
+    body = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "stream": True,
+            "stream_options": {"include_usage": True}}
     tally = StreamTally(sent_at=time.perf_counter())
     async with http.post(f"{url.rstrip('/')}/v1/completions", json=body) as response:
         if response.status != 200:

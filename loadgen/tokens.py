@@ -12,11 +12,11 @@ import random
 
 import numpy as np
 
-from services.engine.tokens import WordTokenizer
+from services.engine.tokens import word_id
 
 DEFAULT_VOCAB = 32000  # small enough for any served model's vocabulary
 # bounded only by 2**31 so that every pseudo-word decodes, whatever the served model's vocabulary
-_WORD_DECODER = WordTokenizer(2**31)
+_WORD_LIMIT = 2**31
 
 
 def fresh_tokens(rng: random.Random, count: int, vocab: int = DEFAULT_VOCAB) -> list[int]:
@@ -62,9 +62,9 @@ def text_token_ids(text: str, vocab: int = DEFAULT_VOCAB) -> list[int]:
     the server generated and cached. Any other piece hashes to a stable id below `vocab`.
     """
     ids = []
-    for piece in text.split():
-        token_id = _WORD_DECODER.encode(piece)[0]
-        if _WORD_DECODER.token_text(token_id).strip() != piece:
+    for piece in text.split():  # a streamed chunk holds one piece: this runs once per token received
+        token_id = word_id(piece)
+        if token_id is None or token_id >= _WORD_LIMIT:
             digest = hashlib.blake2b(piece.encode("utf-8"), digest_size=8).digest()
             token_id = int.from_bytes(digest, "little") % vocab
         ids.append(token_id)

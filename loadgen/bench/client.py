@@ -29,7 +29,8 @@ async def stream_completion(
     vocab: int,
 ) -> tuple[RequestRecord, list[int]]:
     """POST the plan with stream=true; return its record and the output token ids received."""
-    payload = {"model": model, "prompt": plan.prompt, "max_tokens": plan.max_tokens, "stream": True}
+    payload = {"model": model, "prompt": plan.prompt, "max_tokens": plan.max_tokens, "stream": True,
+               "stream_options": {"include_usage": True}}
     headers = {"x-request-id": plan.request_id, "Accept": "text/event-stream"}
     record = RequestRecord(
         id=plan.request_id, session=plan.session, turn=plan.turn, send_s=send_s, send_unix=time.time(),

@@ -22,10 +22,12 @@ class Report:
     index: Path
 
 
-def build_report(run_dirs: Sequence[str | Path], out_dir: str | Path, sla: SlaConfig | None = None) -> Report:
+def build_report(run_dirs: Sequence[str | Path], out_dir: str | Path, sla: SlaConfig | None = None,
+                 wan_rate_bps: float | None = None) -> Report:
     """Read each bench output folder and write OUT/report.md, the PNGs and OUT/index.html.
 
-    With `sla`, every run's goodput and attainment are recomputed from its records under it.
+    With `sla`, every run's goodput and attainment are recomputed from its records under it; with
+    `wan_rate_bps`, the WAN plot draws the line rate and never goes above it.
     """
     if not run_dirs:
         raise ValueError("a report needs at least one bench output folder")
@@ -37,7 +39,7 @@ def build_report(run_dirs: Sequence[str | Path], out_dir: str | Path, sla: SlaCo
     images = {
         "TTFT CDF": plot_ttft_cdf(runs, out / "ttft_cdf.png"),
         "Prefix-hit rates": plot_hit_histogram(runs, out / "hit_rate_bins.png"),
-        "WAN throughput": plot_wan_throughput(runs, out / "wan_throughput.png"),
+        "WAN throughput": plot_wan_throughput(runs, out / "wan_throughput.png", wan_rate_bps),
         "One request's timeline": plot_request_timeline(runs, out / "request_timeline.png"),
     }
     goodput = plot_goodput_vs_rate(runs, out / "goodput_vs_rate.png")

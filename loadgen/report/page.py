@@ -6,7 +6,7 @@ import html
 import os
 from pathlib import Path
 
-from loadgen.report.runs import RunData
+from loadgen.report.runs import RunData, distinct_labels
 from loadgen.report.table import html_table
 
 STYLE = """body{font-family:sans-serif;margin:2em;max-width:1100px}table{border-collapse:collapse;font-size:13px}
@@ -19,9 +19,9 @@ def write_index(out_dir: Path, runs: list[RunData], images: dict[str, Path]) -> 
                 f"<figcaption><a href='{html.escape(path.name)}'>{html.escape(title)}</a></figcaption></figure>"
                 for title, path in images.items()]
     links = []
-    for run in runs:
+    for run, label in zip(runs, distinct_labels(runs)):
         relative = os.path.relpath(run.path, out_dir)
-        links.append(f"<li>{html.escape(run.label)}: <a href='{html.escape(relative)}/summary.json'>summary.json</a>, "
+        links.append(f"<li>{html.escape(label)}: <a href='{html.escape(relative)}/summary.json'>summary.json</a>, "
                      f"<a href='{html.escape(relative)}/requests.jsonl'>requests.jsonl</a></li>")
     page = (f"<!doctype html><html><head><meta charset='utf-8'><title>pdd-emu report</title><style>{STYLE}</style>"
             f"</head><body><h1>pdd-emu report</h1>{html_table(runs)}<p><a href='report.md'>report.md</a></p>"

@@ -25,6 +25,7 @@ COMMANDS = (
     "compose",
     "chaos",
     "experiment",
+    "tokenizer",
 )
 
 

@@ -71,7 +71,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
             stop_processes(processes)
         print(f"   sent {summary.sent}, completed {summary.completed}, failed {summary.failed}", flush=True)
         run_dirs.append(run_dir)
-    report = build_report(run_dirs, args.out / "report")
+    wan_rates = {scenario.wan.rate_bps for scenario in scenarios}
+    report = build_report(run_dirs, args.out / "report", wan_rate_bps=wan_rates.pop() if len(wan_rates) == 1 else None)
     print()
     print(report.markdown)
     print(f"\nreport: {report.index.resolve()}  ({time.monotonic() - started_at:.0f} s)")

@@ -15,6 +15,7 @@ import sys
 from typing import Any
 
 from services.cli.errors import fail
+from services.cli.loop import run as run_loop
 
 TOKEN_ENV = "PDD_EMU_LINK_TOKEN"
 
@@ -87,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     if kernel is not None:
         options["config"] = None  # the relay must not shape a second time
     try:
-        return asyncio.run(_serve(args, **options))
+        return run_loop(_serve(args, **options))
     except OSError as err:
         print(f"pdd-emu link: {err}", file=sys.stderr)
         return 1

@@ -7,11 +7,11 @@ the plan places on it runs in this process (services/launcher/link_host.py).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import importlib
 import logging
 from pathlib import Path
 
+from services.cli.loop import run as run_loop
 from services.cli.errors import fail
 from services.launcher.compose_plan import HEALTH_PORT, links_on, service_on
 from services.launcher.plan import MeshPlan
@@ -56,8 +56,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
                  f"{[s.name for s in plan.services]}, runners: {runners}")
         from services.launcher.link_host import serve_links
 
-        asyncio.run(serve_links(plan, args.service, args.health_port))
+        run_loop(serve_links(plan, args.service, args.health_port))
         return 0
     module = importlib.import_module(ROLE_MODULES[service.role])
-    asyncio.run(module.serve(plan, service))
+    run_loop(module.serve(plan, service), keeps_time=service.role is not Role.ROUTER)
     return 0

@@ -105,6 +105,14 @@ class SequenceHandle:
                 raise EngineStopped(f"{state.request_id} ended ({state.status.value}) before catching up")
             await asyncio.shield(self._engine._step_done())
 
+    def forward(self, sink: Callable[[TokenEvent | FinishedEvent], bool]) -> None:
+        """Offer each later event to `sink` as the step ends, before queueing it for events().
+
+        An event the sink takes (returns True) is not queued, so no task wakes for it; one it
+        declines, and every event after it, goes to events() as before, so order is kept.
+        """
+        self._state.events.sink = sink
+
     def cancel(self) -> None:
         """Stop the sequence now and free its KV blocks; no-op once it has ended."""
         self._engine._end(self._state, Status.CANCELLED, _END)

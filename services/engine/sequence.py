@@ -7,7 +7,7 @@ import enum
 import math
 from collections import deque
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 import numpy as np
 
@@ -90,13 +90,18 @@ _END = object()  # closes an event stream without a FinishedEvent (cancel)
 class EventChannel:
     """A one-reader queue; asyncio.Queue's bookkeeping costs more than the rest of a token's path."""
 
-    __slots__ = ("_items", "_waiter")
+    __slots__ = ("_items", "_waiter", "sink")
 
     def __init__(self) -> None:
         self._items: deque[object] = deque()
         self._waiter: asyncio.Future[None] | None = None
+        # Offered each item first while nothing is queued; True: taken, so no reader wakes for it.
+        self.sink: Callable[[object], bool] | None = None
 
     def put(self, item: object) -> None:
+        sink = self.sink
+        if sink is not None and not self._items and sink(item):
+            return
         self._items.append(item)
         waiter, self._waiter = self._waiter, None
         if waiter is not None and not waiter.done():

@@ -57,6 +57,11 @@ def _id_for(word: str) -> int | None:
     return value
 
 
+def word_id(word: str) -> int | None:
+    """The id a pseudo-word spells, or None if `word` is not one (a client reading streamed text uses this)."""
+    return _id_for(word)
+
+
 class WordTokenizer:
     """Whitespace pieces to ids over `vocab_size` pseudo-words; unknown pieces hash into the vocabulary."""
 

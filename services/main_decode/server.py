@@ -14,15 +14,16 @@ import time
 
 import grpc
 
-from services.engine.sequence import EngineFull, FinishedEvent, Sequence
+from services.engine.sequence import EngineFull, FinishedEvent, Sequence, TokenEvent
 from services.instances import RoleProcess
 from services.kv.receiver import KvReceiver, TransferFailed, TransferTable
 from services.launcher.plan import MeshPlan, ServicePlan
 from services.kv.shipper import KvShipper, ShipRefused
+from services.main_decode.feed import FeedClosed, FeedTable
 from services.main_decode.handoff import take_over, take_over_by_kv
 from services.profiles import load_model
 from services.relay_decode.relay import RelayLedger
-from services.rpc import channel, pb, pb_grpc
+from services.rpc import TOKEN_FEED_METADATA, channel, metadata_value, pb, pb_grpc
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +40,7 @@ class DecodeService(pb_grpc.DecodeServicer):
         self.handoffs = {"one-shot": 0, "catch-up": 0}
         self.shipper = KvShipper(process.plan, process.service.name)  # the relay's KV, in pdd-kvship only
         self.kv_bytes_per_token = load_model(self.scenario.model).kv_bytes_per_token
+        self.feeds = FeedTable()
 
     def _relay_stub(self, name: str) -> pb_grpc.DecodeStub:
         if name not in self._relay_stubs:
@@ -68,7 +70,45 @@ class DecodeService(pb_grpc.DecodeServicer):
             code = grpc.StatusCode.RESOURCE_EXHAUSTED if isinstance(exc, EngineFull) else grpc.StatusCode.INVALID_ARGUMENT
             await context.abort(code, str(exc))
 
+    async def Tokens(self, request, context):
+        feed = self.feeds.open(request.subscriber or context.peer())
+        try:
+            async for message in feed.messages():
+                yield message
+        finally:
+            self.feeds.close(feed)
+
     async def Generate(self, request, context):
+        """The request's events; its tokens go through the caller's feed when the call names an open one."""
+        feed = self.feeds.get(metadata_value(context, TOKEN_FEED_METADATA))
+        rid, end = request.request_id, 0
+
+        def to_feed(event) -> bool:
+            """Called by the engine as a step ends: the token goes out with the step's others, no task wakes."""
+            nonlocal end
+            if type(event) is not TokenEvent or feed.closed:
+                return False  # the loop below takes it (and fails the call if the feed has closed)
+            end = event.position + 1
+            feed.put(rid, event.position, event.token_id)
+            return True
+
+        async for event in self._generate(request, context, to_feed if feed is not None else None):
+            if type(event) is TokenEvent:
+                end = event.position + 1
+                if feed is None:
+                    yield pb.GenerateEvent(token=pb.TokenEvent(position=event.position, token=event.token_id,
+                                                               t_unix=time.time()))
+                    continue
+                try:
+                    feed.put(rid, event.position, event.token_id)
+                except FeedClosed as exc:
+                    await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
+                continue
+            event.stats.end_position = end
+            yield event
+
+    async def _generate(self, request, context, sink):
+        """Engine TokenEvents and then the GenerateEvent carrying the stats; `sink` may take tokens first."""
         rid, prompt = request.request_id, list(request.prompt)
         if not prompt or request.max_tokens < 1:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "need a prompt and max_tokens >= 1")
@@ -80,7 +120,7 @@ class DecodeService(pb_grpc.DecodeServicer):
             handle = await self._submit(engine, Sequence(request_id=rid, context=prompt, prompt_len=len(prompt),
                                                          kv_tokens=0, generate=request.max_tokens, first_position=0,
                                                          seed=request.seed), context)
-            async for event in self._stream(handle, stats, hit_from_engine=True):
+            async for event in self._stream(handle, stats, hit_from_engine=True, sink=sink):
                 yield event
             return
         try:
@@ -93,10 +133,10 @@ class DecodeService(pb_grpc.DecodeServicer):
         stats.kv_real_bytes, stats.kv_emulated_bytes = transfer.real_bytes, transfer.emulated_bytes
         stats.hit_tokens = len(prompt) - transfer.num_tokens
         if request.handoff_from:
-            async for event in self._take_over(request, prompt, engine, stats, context):
+            async for event in self._take_over(request, prompt, engine, stats, context, sink):
                 yield event
             return
-        yield pb.GenerateEvent(token=pb.TokenEvent(position=0, token=transfer.first_token, t_unix=time.time()))
+        yield TokenEvent(0, transfer.first_token, 0.0)
         if request.max_tokens == 1:
             yield pb.GenerateEvent(stats=stats)
             return
@@ -106,12 +146,12 @@ class DecodeService(pb_grpc.DecodeServicer):
         if request.relay:
             self.relay.add(rid, handle, transfer.first_token, request.max_tokens, request.relay_cap)
         try:
-            async for event in self._stream(handle, stats, hit_from_engine=False, relayed=request.relay):
+            async for event in self._stream(handle, stats, hit_from_engine=False, relayed=request.relay, sink=sink):
                 yield event
         finally:
             self.relay.remove(rid)
 
-    async def _take_over(self, request, prompt, engine, stats, context):
+    async def _take_over(self, request, prompt, engine, stats, context, sink):
         relay = self._relay_stub(request.handoff_from)
         try:
             if request.kv_ship:
@@ -133,9 +173,13 @@ class DecodeService(pb_grpc.DecodeServicer):
             yield pb.GenerateEvent(stats=stats)
             return
         self.handoffs[outcome.mode.value] += 1
-        async for event in self._stream(outcome.handle, stats, hit_from_engine=False):
-            if event.HasField("token") and not stats.handoff_stall_s:
+
+        def timed(event) -> bool:  # offered every event first: the stall ends with main decode's first token
+            if type(event) is TokenEvent and not stats.handoff_stall_s:
                 stats.handoff_stall_s = time.time() - outcome.started_unix
+            return sink is not None and sink(event)
+
+        async for event in self._stream(outcome.handle, stats, hit_from_engine=False, sink=timed):
             yield event
 
     async def _wait_handoff_kv(self, transfer_id: str):
@@ -144,10 +188,16 @@ class DecodeService(pb_grpc.DecodeServicer):
         finally:
             self.transfers.discard(transfer_id)
 
-    async def _stream(self, handle, stats, hit_from_engine: bool, relayed: bool = False):
-        """Token events of one sequence, then its stats; a relayed one also ends at its handoff cut."""
+    async def _stream(self, handle, stats, hit_from_engine: bool, relayed: bool = False, sink=None):
+        """Token events of one sequence, then its stats; a relayed one also ends at its handoff cut.
+
+        With a sink, tokens go to it as each step ends and only the rest comes through here; a
+        relayed sequence's tokens always come here, for the relay's bookkeeping of the cut.
+        """
         rid = handle.request_id
         relayed_request = self.relay.requests.get(rid) if relayed else None
+        if sink is not None and relayed_request is None:
+            handle.forward(sink)
         try:
             async for event in handle.events():
                 if isinstance(event, FinishedEvent):
@@ -165,8 +215,7 @@ class DecodeService(pb_grpc.DecodeServicer):
                     if relayed_request.cut is not None and event.position >= relayed_request.cut:
                         break
                     relayed_request.produced(event.position, event.token_id)
-                yield pb.GenerateEvent(token=pb.TokenEvent(position=event.position, token=event.token_id,
-                                                           t_unix=time.time()))
+                yield event
                 if relayed_request is not None and relayed_request.cut is not None \
                         and len(relayed_request.ids) >= relayed_request.cut:
                     break
@@ -218,7 +267,7 @@ class DecodeService(pb_grpc.DecodeServicer):
                 "kv_bytes_received": t.bytes_received, "orphan_frames": t.orphan_frames,
                 "bad_frames": self.receiver.bad_frames, "relayed": len(self.relay.requests),
                 "relay_handoffs": self.relay.handoffs, "relay_finished_here": self.relay.finished_here,
-                "handoffs": dict(self.handoffs)}
+                "handoffs": dict(self.handoffs), "token_feeds": len(self.feeds)}
 
     async def close(self) -> None:
         await self.receiver.stop()

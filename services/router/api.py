@@ -1,8 +1,10 @@
 """Request validation for the OpenAI-compatible API and OpenAI-style error bodies.
 
-Known OpenAI fields are type-checked; fields this emulator ignores (sampling
-parameters) are accepted so unmodified clients work. `max_tokens` is the exact
-output length: the emulated model emits no early end-of-sequence.
+Known OpenAI and vLLM fields are type- and range-checked as OpenAI checks them
+(docs/mesh.md, "API conformance"); sampling parameters, `tools` and
+`response_format` are accepted and have no effect on the deterministic output.
+`max_tokens` is the output length unless a stop rule ends it earlier: the
+emulated model emits no end-of-sequence token.
 """
 
 from __future__ import annotations
@@ -11,7 +13,10 @@ import re
 from typing import Any, Literal
 
 from aiohttp import web
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError, field_validator
+from pydantic import (
+    BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, ValidationError, field_validator,
+    model_validator,
+)
 
 MAX_BODY_BYTES = 16 * 1024 * 1024  # a 128K-token prompt as JSON ids fits well within this
 # A request id names the request's KV transfers and rides in gRPC metadata and KV frame headers on
@@ -20,15 +25,21 @@ REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 
 
 class ApiError(Exception):
-    def __init__(self, status: int, message: str, kind: str = "invalid_request_error", code: str | None = None):
+    def __init__(self, status: int, message: str, kind: str = "invalid_request_error", code: str | None = None,
+                 param: str | None = None):
         super().__init__(message)
-        self.status, self.message, self.kind, self.code = status, message, kind, code
+        self.status, self.message, self.kind, self.code, self.param = status, message, kind, code, param
 
     def body(self) -> dict[str, Any]:
-        return {"error": {"message": self.message, "type": self.kind, "param": None, "code": self.code}}
+        return {"error": {"message": self.message, "type": self.kind, "param": self.param, "code": self.code}}
 
     def response(self) -> web.Response:
         return web.json_response(self.body(), status=self.status)
+
+
+class StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    include_usage: StrictBool = False  # a last chunk with usage and no choices
 
 
 class _Common(BaseModel):
@@ -36,11 +47,48 @@ class _Common(BaseModel):
     model: str
     max_tokens: StrictInt = Field(16, ge=1)
     stream: StrictBool = False
+    stream_options: StreamOptions | None = None
     seed: StrictInt | None = Field(None, ge=0, lt=2**32)
-    n: StrictInt = Field(1, ge=1, le=1)
-    temperature: float | None = None
-    top_p: float | None = None
+    n: StrictInt = Field(1, ge=1, le=128)
+    temperature: StrictFloat | StrictInt | None = Field(None, ge=0, le=2)
+    top_p: StrictFloat | StrictInt | None = Field(None, ge=0, le=1)
+    presence_penalty: StrictFloat | StrictInt | None = Field(None, ge=-2, le=2)
+    frequency_penalty: StrictFloat | StrictInt | None = Field(None, ge=-2, le=2)
+    logit_bias: dict[str, StrictFloat | StrictInt] | None = None
     user: str | None = None
+    stop: StrictStr | list[StrictStr] | None = None
+    # vLLM's extra sampling parameters, with vLLM's ranges.
+    stop_token_ids: list[StrictInt] | None = None
+    ignore_eos: StrictBool = False  # the emulated model has no end-of-sequence token to ignore
+    min_tokens: StrictInt = Field(0, ge=0)
+    top_k: StrictInt | None = Field(None, ge=-1)
+    min_p: StrictFloat | StrictInt | None = Field(None, ge=0, le=1)
+    repetition_penalty: StrictFloat | StrictInt | None = Field(None, gt=0)
+
+    @field_validator("logit_bias")
+    @classmethod
+    def _bias_range(cls, v):
+        for token, bias in (v or {}).items():
+            if not token.isdigit() or not -100 <= bias <= 100:
+                raise ValueError("logit_bias maps token ids to values from -100 to 100")
+        return v
+
+    @field_validator("stop")
+    @classmethod
+    def _stop_strings(cls, v):
+        stops = [v] if isinstance(v, str) else v or []
+        if any(not s for s in stops):
+            raise ValueError("stop sequences must not be empty")
+        return [_unicode(s, "stop") for s in stops] or None
+
+    @model_validator(mode="after")
+    def _min_within_max(self):
+        if self.min_tokens > self.output_limit():
+            raise ValueError(f"min_tokens ({self.min_tokens}) must be at most max_tokens ({self.output_limit()})")
+        return self
+
+    def output_limit(self) -> int:
+        return self.max_tokens
 
 
 def _unicode(text: str, what: str) -> str:
@@ -53,36 +101,110 @@ def _unicode(text: str, what: str) -> str:
 
 
 class CompletionRequest(_Common):
-    prompt: str | list[StrictInt]
+    prompt: str | list[StrictInt] | list[StrictStr]  # a list of strings is a batch: one choice per prompt
+    echo: StrictBool = False
+    logprobs: StrictInt | None = Field(None, ge=0, le=5)
+    best_of: StrictInt | None = Field(None, ge=1)
 
     @field_validator("prompt")
     @classmethod
     def _not_empty(cls, v):
         if (isinstance(v, str) and not v.strip()) or (isinstance(v, list) and not v):
             raise ValueError("prompt is empty")
+        if isinstance(v, list) and isinstance(v[0], str):
+            return [_not_blank(p, f"prompt[{i}]") for i, p in enumerate(v)]
         return _unicode(v, "prompt") if isinstance(v, str) else v
+
+    @model_validator(mode="after")
+    def _best_of_covers_n(self):
+        if self.best_of is not None and self.best_of < self.n:
+            raise ValueError(f"best_of ({self.best_of}) must be at least n ({self.n})")
+        return self
+
+    def prompts(self) -> list[str | list[int]]:
+        """The batch: one entry per prompt, in request order."""
+        batch = isinstance(self.prompt, list) and isinstance(self.prompt[0], str)
+        return list(self.prompt) if batch else [self.prompt]
+
+
+def _not_blank(text: str, what: str) -> str:
+    if not text.strip():
+        raise ValueError(f"{what} is empty")
+    return _unicode(text, what)
+
+
+class TextPart(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    type: Literal["text"]
+    text: StrictStr
 
 
 class ChatMessage(BaseModel):
+    """One message; `content` may be text, a list of text parts, or null on an assistant turn with tool calls."""
+
     model_config = ConfigDict(extra="ignore")
     role: Literal["system", "user", "assistant", "tool", "developer"]
-    content: str
+    content: StrictStr | list[TextPart] | None = None
+    name: StrictStr | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+    tool_call_id: StrictStr | None = None
 
-    @field_validator("content")
+    @field_validator("content", mode="before")
     @classmethod
-    def _text(cls, v):
-        return _unicode(v, "content")
+    def _text_only(cls, v):
+        for part in v if isinstance(v, list) else []:
+            if isinstance(part, dict) and part.get("type") not in ("text", None):
+                raise ValueError(f"content part of type {part.get('type')!r} is not supported: this model "
+                                 "takes text only")
+        return v
+
+    @model_validator(mode="after")
+    def _content_present(self):
+        if self.content is None and not (self.role == "assistant" and self.tool_calls):
+            raise ValueError("content may be null only on an assistant message with tool_calls")
+        if self.role == "tool" and self.tool_call_id is None:
+            raise ValueError("a tool message needs tool_call_id")
+        _unicode(self.text(), "content")
+        return self
+
+    def text(self) -> str:
+        if isinstance(self.content, list):
+            return " ".join(part.text for part in self.content)
+        return self.content or ""
 
 
 class ChatRequest(_Common):
     messages: list[ChatMessage] = Field(min_length=1)
     max_completion_tokens: StrictInt | None = Field(None, ge=1)
+    logprobs: StrictBool = False
+    top_logprobs: StrictInt | None = Field(None, ge=0, le=20)
+    # Accepted so tool-using clients work unchanged; the emulated model never calls a tool.
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: StrictStr | dict[str, Any] | None = None
+    parallel_tool_calls: StrictBool | None = None
+    response_format: dict[str, Any] | None = None
+
+    @field_validator("response_format")
+    @classmethod
+    def _format_kind(cls, v):
+        if v is not None and v.get("type") not in ("text", "json_object", "json_schema"):
+            raise ValueError("response_format.type must be text, json_object or json_schema")
+        return v
+
+    @model_validator(mode="after")
+    def _top_needs_logprobs(self):
+        if self.top_logprobs and not self.logprobs:
+            raise ValueError("top_logprobs needs logprobs: true")
+        return self
+
+    def output_limit(self) -> int:
+        return self.max_completion_tokens or self.max_tokens
 
 
-def _first_problem(exc: ValidationError) -> str:
+def _first_problem(exc: ValidationError) -> tuple[str, str]:
     err = exc.errors()[0]
     where = ".".join(str(p) for p in err["loc"]) or "body"
-    return f"{where}: {err['msg']}"
+    return f"{where}: {err['msg']}", where
 
 
 async def parse_body(request: web.Request, schema: type[BaseModel]) -> BaseModel:
@@ -101,7 +223,8 @@ async def parse_body(request: web.Request, schema: type[BaseModel]) -> BaseModel
     try:
         return schema.model_validate(data)
     except ValidationError as exc:
-        raise ApiError(400, _first_problem(exc)) from exc
+        message, where = _first_problem(exc)
+        raise ApiError(400, message, param=where) from exc
 
 
 def client_request_id(value: str | None) -> str | None:
@@ -116,4 +239,4 @@ def client_request_id(value: str | None) -> str | None:
 
 def chat_prompt(messages: list[ChatMessage]) -> str:
     """A plain transcript; the emulated tokenizer needs only stable pieces, not a chat template."""
-    return " ".join(f"<{m.role}> {m.content}" for m in messages)
+    return " ".join(f"<{m.role}> {m.text()}" for m in messages)

@@ -1,4 +1,11 @@
-"""The router's Prometheus metrics: vLLM names where one exists, pdd_* for the rest."""
+"""The router's Prometheus metrics: vLLM's names and labels where one exists, pdd_* for the rest.
+
+Every vllm:* metric carries `model_name`, as vLLM's do, so vLLM dashboards work
+unchanged. These count user requests; the pools' per-replica metrics
+(services/instances.py) use other names wherever the router already counts
+the same thing, so a sum over all targets counts each token once. The table
+with vLLM equivalents is in docs/mesh.md, "Metrics".
+"""
 
 from __future__ import annotations
 
@@ -6,35 +13,57 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 _LATENCY = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120)
 _ITL = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0.3, 0.6, 1.2, 2.5, 5)
+_MODEL = ["model_name"]
 
 
 class RouterMetrics:
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self.ttft = Histogram("vllm:time_to_first_token_seconds", "Time to first token", buckets=_LATENCY,
-                              registry=registry)
-        self.itl = Histogram("vllm:inter_token_latency_seconds", "Gap between tokens", buckets=_ITL, registry=registry)
-        self.e2e = Histogram("vllm:e2e_request_latency_seconds", "End-to-end request latency", buckets=_LATENCY,
-                             registry=registry)
-        self.success = Counter("vllm:request_success", "Requests finished", ["finished_reason"], registry=registry)
-        self.prompt_tokens = Counter("vllm:prompt_tokens", "Prompt tokens", registry=registry)
-        self.generation_tokens = Counter("vllm:generation_tokens", "Generated tokens", registry=registry)
-        self.running = Gauge("vllm:num_requests_running", "Requests in flight at the router", registry=registry)
+    def __init__(self, registry: CollectorRegistry, model_name: str = "", wan_rate_bps: float = 0.0) -> None:
+        self.model_name = model_name
+
+        def vllm(kind, name: str, doc: str, **kw):
+            return kind(name, doc, _MODEL, registry=registry, **kw).labels(model_name)
+
+        self.ttft = vllm(Histogram, "vllm:time_to_first_token_seconds", "Time to first token", buckets=_LATENCY)
+        self.itl = vllm(Histogram, "vllm:inter_token_latency_seconds", "Gap between tokens", buckets=_ITL)
+        self.e2e = vllm(Histogram, "vllm:e2e_request_latency_seconds", "End-to-end request latency",
+                        buckets=_LATENCY)
+        self.tpot = vllm(Histogram, "vllm:request_time_per_output_token_seconds",
+                         "Per request: (E2E - TTFT) / (output tokens - 1)", buckets=_ITL)
+        self.queue = vllm(Histogram, "vllm:request_queue_time_seconds",
+                          "Time the request waited in an engine queue before its prefill", buckets=_LATENCY)
+        self.prefill = vllm(Histogram, "vllm:request_prefill_time_seconds",
+                            "Time from leaving the queue to the end of prefill", buckets=_LATENCY)
+        self._success = Counter("vllm:request_success", "Requests finished", [*_MODEL, "finished_reason"],
+                                registry=registry)
+        self.prompt_tokens = vllm(Counter, "vllm:prompt_tokens", "Prompt tokens")
+        self.generation_tokens = vllm(Counter, "vllm:generation_tokens", "Generated tokens")
+        self.running = vllm(Gauge, "vllm:num_requests_running", "Requests in flight that have their first token")
+        self.waiting = vllm(Gauge, "vllm:num_requests_waiting", "Requests in flight still waiting for a first token")
         self.errors = Counter("pdd_request_errors", "Requests that ended in an error", ["status"], registry=registry)
         self.pipelines = Counter("pdd_pipeline_requests", "Requests per pipeline", ["mode", "pipeline"],
                                  registry=registry)
         self.wan_bytes = Counter("pdd_wan_bytes", "Emulated KV bytes sent across the WAN", registry=registry)
+        Gauge("pdd_wan_line_rate_bps", "The WAN line's emulated rate (for utilisation)",
+              registry=registry).set(wan_rate_bps)
         self.kv_transfer = Histogram("pdd_kv_transfer_seconds", "KV transfer time (announce to last byte)",
                                      buckets=_LATENCY, registry=registry)
         self.rld_tokens = Counter("pdd_rld_tokens", "Output tokens produced by relay decode", registry=registry)
         self.md_tokens = Counter("pdd_md_tokens", "Output tokens produced by main decode (or D)", registry=registry)
         self.handoffs = Counter("pdd_handoffs", "Relay-to-main handoffs", ["mode"], registry=registry)
-        self.prefix_hits = Counter("vllm:prefix_cache_hits", "Prompt tokens served from a prefix cache",
+        self.handoff_stall = Histogram("pdd_handoff_stall_seconds", "Main decode's recompute stall at a handoff",
+                                       buckets=_ITL, registry=registry)
+        self.prefix_hits = Counter("pdd_prefix_hit_tokens", "Prompt tokens served from a prefix cache, per stage",
                                    ["stage"], registry=registry)
 
-    def finished(self, pdd: dict, prompt_tokens: int, tokens: int) -> None:
-        self.success.labels("length").inc()
+    def finished(self, pdd: dict, prompt_tokens: int, tokens: int, finish_reason: str = "length", *,
+                 received_unix: float | None = None, ttft_s: float | None = None,
+                 e2e_s: float | None = None) -> None:
+        self._success.labels(self.model_name, finish_reason).inc()
         self.prompt_tokens.inc(prompt_tokens)
         self.generation_tokens.inc(tokens)
+        if ttft_s is not None and e2e_s is not None and tokens > 1:
+            self.tpot.observe((e2e_s - ttft_s) / (tokens - 1))
+        self._phases(pdd, received_unix)
         self.pipelines.labels(pdd["mode"], pdd["pipeline"]).inc()
         self.wan_bytes.inc(pdd["wan_bytes"])
         self.kv_transfer.observe(pdd["kv_transfer_s"])
@@ -44,3 +73,14 @@ class RouterMetrics:
         self.prefix_hits.labels("decode").inc(pdd["decode_hit_tokens"])
         if pdd.get("handoff"):
             self.handoffs.labels(pdd["handoff"]["mode"]).inc()
+            self.handoff_stall.observe(pdd["handoff"].get("stall_s", 0.0))
+
+    def _phases(self, pdd: dict, received_unix: float | None) -> None:
+        """Queue and prefill time as vLLM splits them: waiting, then prefill up to its last prompt token."""
+        queued = pdd.get("queued_s", 0.0)
+        self.queue.observe(queued)
+        timeline = pdd.get("timeline", {})
+        received = timeline.get("received", received_unix)
+        end = timeline.get("prefill_done") or timeline.get("first_token")
+        if received is not None and end is not None:
+            self.prefill.observe(max(0.0, end - received - queued))

@@ -111,11 +111,10 @@ async def _relay_then_main(peers: Peers, job: Job, mode: Mode, md, md_hit: int, 
     stats["decode_hit_tokens"] = md_hit
     base = dict(request_id=job.request_id, prompt=job.prompt, max_tokens=job.max_tokens, seed=job.seed,
                 expect_transfer=True, transfer_deadline_s=scenario.transfer_timeout_s)
-    md_call = peers.decode[md.name].Generate(pb.GenerateRequest(
+    md_call = peers.generate(md.name, pb.GenerateRequest(
         **base, handoff_from=relay.name, catch_up_threshold=spec.catch_up_threshold,
-        busy_relay_load=spec.busy_relay_load, kv_ship=mode is Mode.PDD_KVSHIP), metadata=metadata(job.request_id))
-    relay_call = peers.decode[relay.name].Generate(pb.GenerateRequest(
-        **base, relay=True, relay_cap=spec.relay_cap), metadata=metadata(job.request_id))
+        busy_relay_load=spec.busy_relay_load, kv_ship=mode is Mode.PDD_KVSHIP))
+    relay_call = peers.generate(relay.name, pb.GenerateRequest(**base, relay=True, relay_cap=spec.relay_cap))
     prefill, prefill_call = start_prefill(peers, job, md.name, md_hit, relay.name, relay_hit)
     cancel_on_failure(prefill_call, md_call, relay_call)
     md_queue: asyncio.Queue = asyncio.Queue()
@@ -129,7 +128,7 @@ async def _relay_then_main(peers: Peers, job: Job, mode: Mode, md, md_hit: int, 
             md_queue.put_nowait(_MD_DONE)
         except asyncio.CancelledError as exc:
             md_queue.put_nowait(exc)
-        except grpc.aio.AioRpcError as exc:
+        except (grpc.aio.AioRpcError, ApiError) as exc:
             md_queue.put_nowait(exc)
             if not handed_off.is_set():
                 # Main decode is gone before taking over: the relay finishes the request instead.
@@ -147,12 +146,12 @@ async def _relay_then_main(peers: Peers, job: Job, mode: Mode, md, md_hit: int, 
     relay_held, ended = True, False
     try:
         async for event in relay_call:
-            if event.HasField("token"):
+            if type(event) is Token:
                 job.timeline.setdefault("first_token", time.time())
                 stats["rld_tokens"] += 1
-                yield Token(event.token.position, event.token.token)
+                yield event
                 continue
-            relay_stats = event.stats
+            relay_stats = event
             job.timeline["relay_kv_arrived"] = relay_stats.kv_arrived_unix
             if relay_stats.finished_on_relay:
                 break
@@ -188,6 +187,7 @@ async def _relay_then_main(peers: Peers, job: Job, mode: Mode, md, md_hit: int, 
         elif not ended and not prefill_call.cancelled() and prefill_call.exception() is None:
             peers.abandon_transfer(prefill, job)  # the WAN transfer to main decode may still be running
     stats["prefill_hit_tokens"] = reply.hit_tokens
+    stats["queued_s"] = reply.queued_s  # vLLM's queue time is the wait before prefill
     stats["wan_bytes"] = reply.kv_bytes_emulated if not stats["singular"] else stats["wan_bytes"]
     job.timeline["prefill_done"] = reply.prefill_done_unix
     job.mark("finished")
@@ -204,15 +204,17 @@ async def _main_tokens(queue: asyncio.Queue, stats: dict, job: Job, cut: int) ->
         if isinstance(event, BaseException):
             if isinstance(event, grpc.aio.AioRpcError):
                 raise map_rpc_error(event, "main decode")
+            if isinstance(event, ApiError):
+                raise event
             raise ApiError(502, "main decode stream was cancelled", kind="upstream_error")
-        if event.HasField("token"):
-            if event.token.position < cut:
-                raise ApiError(502, f"main decode produced position {event.token.position} before the cut {cut}",
+        if type(event) is Token:
+            if event.position < cut:
+                raise ApiError(502, f"main decode produced position {event.position} before the cut {cut}",
                                kind="upstream_error")
             stats["md_tokens"] += 1
-            yield Token(event.token.position, event.token.token)
+            yield event
             continue
-        s = event.stats
+        s = event
         stats["kv_transfer_s"] = s.kv_transfer_s
         job.timeline["kv_arrived"] = s.kv_arrived_unix
         job.timeline["handoff_started"] = s.handoff_started_unix

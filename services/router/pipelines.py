@@ -18,14 +18,9 @@ import grpc
 from services.launcher.plan import MeshPlan, ServicePlan
 from services.profiles import load_model
 from services.router.api import ApiError
+from services.router.feed import DecodeStream, Token, TokenFeed
 from services.rpc import pb, pb_grpc, channel, metadata
 from services.types import Mode, Pipeline, Role
-
-
-@dataclass(frozen=True, slots=True)
-class Token:
-    position: int
-    token_id: int
 
 
 @dataclass
@@ -59,9 +54,18 @@ class Peers:
         self._next_prefill = 0
         self.kv_bytes_per_token = load_model(plan.scenario.model).kv_bytes_per_token
         self._cancels: set[asyncio.Task] = set()
+        self.feeds = {n: TokenFeed(stub, n) for n, stub in self.decode.items()}
+
+    def generate(self, service: str, request: pb.GenerateRequest) -> DecodeStream:
+        """Open a Generate stream at `service`; its tokens come through the service's feed when it is open."""
+        feed = self.feeds[service]
+        stream = DecodeStream(self.decode[service], request, feed)
+        feed.start()
+        return stream
 
     async def close(self) -> None:
         await asyncio.gather(*self._cancels, return_exceptions=True)
+        await asyncio.gather(*(feed.close() for feed in self.feeds.values()))
         await asyncio.gather(*(c.close() for c in self._channels.values()))
 
     def abandon_transfer(self, prefill: ServicePlan, job: Job) -> None:
@@ -113,7 +117,7 @@ class Peers:
 def base_stats(mode: Mode, pipeline: Pipeline) -> dict[str, Any]:
     return {"mode": mode.value, "pipeline": pipeline.value, "prefill_hit_tokens": 0, "decode_hit_tokens": 0,
             "wan_bytes": 0, "kv_transfer_s": 0.0, "rld_tokens": 0, "md_tokens": 0, "handoff": None,
-            "singular": False, "fallback": False, "timeline": {}}
+            "singular": False, "fallback": False, "queued_s": 0.0, "timeline": {}}
 
 
 def map_rpc_error(exc: grpc.aio.AioRpcError, stage: str) -> ApiError:
@@ -125,16 +129,17 @@ def map_rpc_error(exc: grpc.aio.AioRpcError, stage: str) -> ApiError:
     return ApiError(status, f"{stage} failed: {exc.details() or code.name}", kind="upstream_error", code=code.name)
 
 
-async def stream_decode(call, job: Job, stats: dict[str, Any], count_as: str) -> AsyncIterator[Token]:
-    async for event in call:
-        if event.HasField("token"):
+async def stream_decode(stream: DecodeStream, job: Job, stats: dict[str, Any], count_as: str) -> AsyncIterator[Token]:
+    async for item in stream:
+        if type(item) is Token:
             if "first_token" not in job.timeline:
                 job.mark("first_token")
             stats[count_as] += 1
-            yield Token(event.token.position, event.token.token)
+            yield item
         else:
-            s = event.stats
+            s = item
             stats["decode_hit_tokens"] = s.hit_tokens
+            stats["queued_s"] = s.queued_s  # colocated: the only queue; after a prefill its queue time replaces it
             stats["kv_transfer_s"] = s.kv_transfer_s
             if s.kv_arrived_unix:
                 job.timeline["kv_arrived"] = s.kv_arrived_unix
@@ -147,8 +152,7 @@ async def colocated(peers: Peers, job: Job, mode: Mode) -> AsyncIterator[Token |
     request = pb.GenerateRequest(request_id=job.request_id, prompt=job.prompt, max_tokens=job.max_tokens,
                                  seed=job.seed, expect_transfer=False)
     try:
-        async for token in stream_decode(peers.decode[service.name].Generate(request, metadata=metadata(job.request_id)),
-                                          job, stats, "md_tokens"):
+        async for token in stream_decode(peers.generate(service.name, request), job, stats, "md_tokens"):
             yield token
     except grpc.aio.AioRpcError as exc:
         raise map_rpc_error(exc, "generation") from exc
@@ -205,10 +209,9 @@ async def run_p_d(peers: Peers, job: Job, mode: Mode, decode: ServicePlan, hit: 
     """Prefill, ship the KV the receiver lacks, decode there: the PD baselines and PDD's P-MD."""
     scenario = peers.plan.scenario
     stats = base_stats(mode, pipeline)
-    gen = peers.decode[decode.name].Generate(
-        pb.GenerateRequest(request_id=job.request_id, prompt=job.prompt, max_tokens=job.max_tokens, seed=job.seed,
-                           expect_transfer=True, transfer_deadline_s=scenario.transfer_timeout_s),
-        metadata=metadata(job.request_id))
+    gen = peers.generate(decode.name, pb.GenerateRequest(
+        request_id=job.request_id, prompt=job.prompt, max_tokens=job.max_tokens, seed=job.seed,
+        expect_transfer=True, transfer_deadline_s=scenario.transfer_timeout_s))
     prefill, prefill_call = start_prefill(peers, job, decode.name, hit)
     cancel_on_failure(prefill_call, gen)
     landed = False
@@ -226,6 +229,7 @@ async def run_p_d(peers: Peers, job: Job, mode: Mode, decode: ServicePlan, hit: 
         elif not landed and not prefill_call.cancelled() and prefill_call.exception() is None:
             peers.abandon_transfer(prefill, job)
     stats["prefill_hit_tokens"] = reply.hit_tokens
+    stats["queued_s"] = reply.queued_s  # vLLM's queue time is the wait before prefill
     job.timeline["prefill_done"] = reply.prefill_done_unix
     if peers.plan.link(prefill.name, decode.name).kind == "wan":
         stats["wan_bytes"] = reply.kv_bytes_emulated

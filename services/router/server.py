@@ -9,7 +9,6 @@ later gets an SSE error event, never a silently truncated stream.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 import uuid
@@ -23,10 +22,15 @@ from services.launcher.plan import MeshPlan, ServicePlan
 from services.observability import add_ops_routes, serve_until_signalled
 from services.profiles import load_model
 from services.router.api import (
-    MAX_BODY_BYTES, ApiError, ChatRequest, CompletionRequest, chat_prompt, client_request_id, parse_body,
+    MAX_BODY_BYTES, ApiError, ChatRequest, CompletionRequest, client_request_id, parse_body,
 )
+from services.router.choices import Choice
+from services.router.errors import json_errors
+from services.router.fanout import plan_jobs
 from services.router.metrics import RouterMetrics
 from services.router.pipelines import Finished, Job, Peers, Token, pipeline_for
+from services.router.sse import DONE, ChunkEncoder, error_event
+from services.router.whole import respond_whole
 
 log = logging.getLogger(__name__)
 ROUTER_KEY = web.AppKey("router", object)
@@ -38,7 +42,7 @@ class Router:
         self.scenario = plan.scenario
         self.model = load_model(plan.scenario.model)
         self.tokenizer = WordTokenizer(self.model.vocab_size)
-        self.metrics = RouterMetrics(registry)
+        self.metrics = RouterMetrics(registry, plan.scenario.model, plan.scenario.wan.rate_bps)
         self.peers: Peers | None = None
         self.inflight = 0
         self.active_ids: set[str] = set()
@@ -62,46 +66,45 @@ class Router:
     async def run(self, job: Job) -> AsyncIterator[Token | Finished]:
         """The pipeline's output, checked: positions 0..max_tokens-1, each exactly once, in order."""
         expected = 0
-        async for item in pipeline_for(self.scenario.mode)(self.peers, job, self.scenario.mode):
-            if isinstance(item, Token):
-                if item.position != expected:
-                    raise ApiError(502, f"token stream out of order: got position {item.position}, "
-                                        f"expected {expected}", kind="upstream_error")
-                expected += 1
-            elif expected != job.max_tokens:
-                raise ApiError(502, f"stream ended after {expected} of {job.max_tokens} tokens", kind="upstream_error")
-            yield item
+        self.metrics.waiting.inc()  # until its first token; then running (vLLM's scheduler states)
+        try:
+            async for item in pipeline_for(self.scenario.mode)(self.peers, job, self.scenario.mode):
+                if isinstance(item, Token):
+                    if item.position != expected:
+                        raise ApiError(502, f"token stream out of order: got position {item.position}, "
+                                            f"expected {expected}", kind="upstream_error")
+                    if expected == 0:
+                        self.metrics.waiting.dec()
+                        self.metrics.running.inc()
+                    expected += 1
+                elif expected != job.max_tokens:
+                    raise ApiError(502, f"stream ended after {expected} of {job.max_tokens} tokens",
+                                   kind="upstream_error")
+                yield item
+        finally:
+            (self.metrics.running if expected else self.metrics.waiting).dec()
 
     def stats(self) -> dict[str, Any]:
-        return {"role": "router", "inflight": self.inflight, "completed": self.completed, "failed": self.failed}
-
-
-def _chunk(rid: str, created: int, model: str, text: str, chat: bool, finish: str | None = None) -> dict:
-    if chat:
-        choice = {"index": 0, "delta": {"content": text} if text else {}, "finish_reason": finish}
-        return {"id": rid, "object": "chat.completion.chunk", "created": created, "model": model, "choices": [choice]}
-    choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish}
-    return {"id": rid, "object": "text_completion", "created": created, "model": model, "choices": [choice]}
-
-
-def _sse(payload: dict | str) -> bytes:
-    data = payload if isinstance(payload, str) else json.dumps(payload, separators=(",", ":"))
-    return f"data: {data}\n\n".encode()
+        feeds = list(self.peers.feeds.values()) if self.peers is not None else []
+        return {"role": "router", "inflight": self.inflight, "completed": self.completed, "failed": self.failed,
+                "token_feed": {"messages": sum(f.messages for f in feeds), "tokens": sum(f.tokens for f in feeds)}}
 
 
 async def _handle(request: web.Request, chat: bool) -> web.StreamResponse:
     router: Router = request.app[ROUTER_KEY]
     headers: dict[str, str] = {}
     try:
-        rid = client_request_id(request.headers.get("x-request-id") or None) or f"cmpl-{uuid.uuid4().hex[:24]}"
+        rid = client_request_id(request.headers.get("x-request-id") or None) or uuid.uuid4().hex[:24]
         headers["x-request-id"] = rid
         body = await parse_body(request, ChatRequest if chat else CompletionRequest)
         if body.model != router.scenario.model:
             raise ApiError(404, f"model {body.model!r} is not served here; this mesh serves {router.scenario.model!r}",
                            code="model_not_found")
-        prompt = chat_prompt(body.messages) if chat else body.prompt
-        max_tokens = (body.max_completion_tokens or body.max_tokens) if chat else body.max_tokens
-        job = router.job(rid, prompt, max_tokens, body.seed)
+        pairs = plan_jobs(router, rid, body, chat)
+        job = pairs[0][0]
+        if body.stream and len(pairs) > 1:
+            raise ApiError(400, "streaming answers one prompt with n = 1; send a batch or n > 1 unstreamed",
+                           param="n")
         if rid in router.active_ids:  # two live requests under one id would share KV transfers
             raise ApiError(409, f"a request with x-request-id {rid} is already in flight; ids must be unique",
                            code="duplicate_request_id")
@@ -118,53 +121,56 @@ async def _handle(request: web.Request, chat: bool) -> web.StreamResponse:
         return web.json_response(error.body(), status=500, headers=headers)
     router.inflight += 1
     router.active_ids.add(rid)
-    router.metrics.running.inc()
     try:
-        return await _respond(request, router, job, body.stream, chat, headers)
+        if not body.stream:
+            return await respond_whole(router, rid, pairs, chat, body.n, headers)
+        usage = body.stream_options is not None and body.stream_options.include_usage
+        return await _respond(request, router, job, pairs[0][1], chat, headers, usage)
     finally:
         router.inflight -= 1
         router.active_ids.discard(rid)
-        router.metrics.running.dec()
 
 
-async def _respond(request, router: Router, job: Job, stream: bool, chat: bool, headers) -> web.StreamResponse:
-    created, model, tok = int(job.received_unix), router.scenario.model, router.tokenizer
+async def _respond(request, router: Router, job: Job, choice: Choice, chat: bool, headers,
+                   include_usage: bool = False) -> web.StreamResponse:
+    """A streamed answer; `choice` cuts the text at its stop and supplies logprobs when asked."""
+    created, metrics = int(job.received_unix), router.metrics
+    chunks = ChunkEncoder(job.request_id, created, router.scenario.model, chat)
     texts: list[str] = []
     response: web.StreamResponse | None = None
     last = time.monotonic()
-    start = last
+    start, ttft = last, None
     try:
         async with asyncio.timeout(router.scenario.request_timeout_s):
             async for item in router.run(job):
                 now = time.monotonic()
-                if isinstance(item, Token):
-                    text = tok.token_text(item.token_id)
-                    (router.metrics.ttft if not texts else router.metrics.itl).observe(now - last)
+                if type(item) is Token:
+                    text = choice.add(item.token_id)
+                    (metrics.itl if texts else metrics.ttft).observe(now - last)
+                    ttft = now - start if ttft is None else ttft
                     last = now
                     texts.append(text)
-                    if stream:
-                        if response is None:
-                            response = web.StreamResponse(headers={**headers, "Content-Type": "text/event-stream",
-                                                                   "Cache-Control": "no-cache"})
-                            await response.prepare(request)
-                        await response.write(_sse(_chunk(job.request_id, created, model, text, chat)))
+                    if response is None:
+                        response = web.StreamResponse(headers={**headers, "Content-Type": "text/event-stream",
+                                                               "Cache-Control": "no-cache"})
+                        await response.prepare(request)
+                        if choice.ask.echo:
+                            await response.write(chunks.token(choice.prompt_text))
+                    first = len(texts) == 1
+                    if choice.ask.wanted:
+                        await response.write(chunks.token_logprobs(text, choice.last_logprobs(chat), first))
+                    elif text or first:  # past a stop the tokens have no text to send
+                        await response.write(chunks.token(text, first=first))
                     continue
-                usage = {"prompt_tokens": len(job.prompt), "completion_tokens": len(texts),
-                         "total_tokens": len(job.prompt) + len(texts)}
-                router.metrics.e2e.observe(now - start)
-                router.metrics.finished(item.pdd, len(job.prompt), len(texts))
+                metrics.e2e.observe(now - start)
+                metrics.finished(item.pdd, len(job.prompt), len(texts), choice.ending.finish_reason,
+                                 received_unix=job.received_unix, ttft_s=ttft, e2e_s=now - start)
                 router.completed += 1
-                if not stream:
-                    body = _chunk(job.request_id, created, model, "", chat, "length")
-                    body["object"] = "chat.completion" if chat else "text_completion"
-                    body["choices"][0] = ({"index": 0, "message": {"role": "assistant", "content": "".join(texts)},
-                                           "finish_reason": "length"} if chat else
-                                          {"index": 0, "text": "".join(texts), "logprobs": None,
-                                           "finish_reason": "length"})
-                    return web.json_response({**body, "usage": usage, "pdd": item.pdd}, headers=headers)
-                final = _chunk(job.request_id, created, model, "", chat, "length")
-                await response.write(_sse({**final, "usage": usage, "pdd": item.pdd}))
-                await response.write(_sse("[DONE]"))
+                await response.write(chunks.finish(choice.ending.finish_reason, item.pdd))
+                if include_usage:
+                    await response.write(chunks.usage(len(job.prompt), len(texts),
+                                                      item.pdd.get("prefill_hit_tokens", 0)))
+                await response.write(DONE)
                 return response
     except TimeoutError:
         error = ApiError(504, f"request not finished within {router.scenario.request_timeout_s:g} s",
@@ -183,8 +189,8 @@ async def _respond(request, router: Router, job: Job, stream: bool, chat: bool, 
     log.warning("request %s failed: %s", job.request_id, error.message)
     if response is None:
         return web.json_response(error.body(), status=error.status, headers=headers)
-    await response.write(_sse(error.body()))
-    await response.write(_sse("[DONE]"))
+    await response.write(error_event(error.body()))
+    await response.write(DONE)
     return response
 
 
@@ -196,21 +202,32 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     return await _handle(request, chat=True)
 
 
+def _model_entry(router: Router) -> dict:
+    return {"id": router.scenario.model, "object": "model", "created": 0, "owned_by": "pdd-emu",
+            "max_model_len": router.model.max_context}
+
+
 async def models(request: web.Request) -> web.Response:
+    return web.json_response({"object": "list", "data": [_model_entry(request.app[ROUTER_KEY])]})
+
+
+async def model(request: web.Request) -> web.Response:
     router: Router = request.app[ROUTER_KEY]
-    entry = {"id": router.scenario.model, "object": "model", "created": 0, "owned_by": "pdd-emu",
-             "max_model_len": router.model.max_context}
-    return web.json_response({"object": "list", "data": [entry]})
+    if request.match_info["model"] != router.scenario.model:
+        raise ApiError(404, f"The model {request.match_info['model']!r} does not exist", code="model_not_found",
+                       param="model")
+    return web.json_response(_model_entry(router))
 
 
 def build_app(plan: MeshPlan) -> web.Application:
     registry = CollectorRegistry()
     router = Router(plan, registry)
-    app = web.Application(client_max_size=MAX_BODY_BYTES)
+    app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[json_errors])
     app[ROUTER_KEY] = router
     app.router.add_post("/v1/completions", completions)
     app.router.add_post("/v1/chat/completions", chat_completions)
     app.router.add_get("/v1/models", models)
+    app.router.add_get("/v1/models/{model}", model)
     add_ops_routes(app, registry, router.stats)
 
     async def peers_ctx(_app: web.Application):

@@ -19,6 +19,8 @@ if _PROTO_ROOT not in sys.path:
 pb, pb_grpc = grpc.protos_and_services("pdd/v1/control.proto")
 
 REQUEST_ID_METADATA = "x-request-id"
+# Names the caller's token feed (Decode.Tokens) that a Generate call sends its tokens through.
+TOKEN_FEED_METADATA = "x-pdd-token-feed"
 # KV announces and token streams are small; these bound what a peer may send us.
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 CHANNEL_OPTIONS = [
@@ -37,5 +39,15 @@ def server() -> grpc.aio.Server:
     return grpc.aio.server(options=CHANNEL_OPTIONS)
 
 
-def metadata(request_id: str) -> tuple[tuple[str, str], ...]:
+def metadata(request_id: str, token_feed: str = "") -> tuple[tuple[str, str], ...]:
+    if token_feed:
+        return (REQUEST_ID_METADATA, request_id), (TOKEN_FEED_METADATA, token_feed)
     return ((REQUEST_ID_METADATA, request_id),)
+
+
+def metadata_value(context: grpc.aio.ServicerContext, key: str) -> str:
+    """The value of one invocation-metadata key of a call, "" when absent."""
+    for item in context.invocation_metadata() or ():
+        if item.key == key:
+            return item.value
+    return ""

@@ -18,7 +18,7 @@ LOCUST = Path(sys.executable).with_name("locust")
 
 
 @pytest.mark.slow
-async def test_headless_run_writes_ttft_tpot_itl_and_e2e_rows(fake_router, tmp_path):
+async def test_headless_run_writes_one_row_event_per_request_and_an_itl_csv(fake_router, tmp_path):
     def fail(served):  # one session stalls past the deadline; every third turn gets HTTP 503
         if served.request_id == "s1-t1":
             return "stall"
@@ -52,7 +52,13 @@ async def test_headless_run_writes_ttft_tpot_itl_and_e2e_rows(fake_router, tmp_p
     assert "no complete answer within 0.5s" in failures_csv
     ok = int(e2e["Request Count"]) - int(e2e["Failure Count"])
     assert int(rows[("TPOT", "/v1/completions")]["Request Count"]) == ok
-    assert int(rows[("ITL", "/v1/completions")]["Request Count"]) >= 7 * ok  # every gap of 8..16 tokens
+    assert int(rows[("ITL", "/v1/completions")]["Request Count"]) == ok  # one event per request, not per gap
+    requests = int(rows[("POST", "/v1/completions")]["Request Count"])
+    assert all(int(rows[(kind, "/v1/completions")]["Request Count"]) <= requests for kind in ("TTFT", "E2E"))
+    with open(tmp_path / "run_itl.csv", newline="") as itl:
+        gaps = next(csv.DictReader(itl))
+    assert int(gaps["Gap Count"]) >= 7 * ok  # every gap of 8..16 tokens, in the CSV
+    assert float(gaps["p50 (ms)"]) <= float(gaps["p99 (ms)"]) <= float(gaps["Max (ms)"])
     assert any(s.request_id.endswith("-t1") for s in fake_router.served)  # sessions continued
 
 

@@ -12,6 +12,7 @@ from matplotlib import image
 from loadgen.bench import BenchConfig, run_bench
 from loadgen.report import build_report
 from loadgen.summary import SlaConfig
+from tests.loadgen.browser import chromium, inspect_page
 from tests.tolerance import assert_at_least
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -108,3 +109,12 @@ def test_stamps_open_the_phase_that_follows_them(stamp, pipeline, handed_off, ph
     from loadgen.report.timeline import phase_after
 
     assert phase_after(stamp, pipeline, handed_off) == phase
+
+
+@pytest.mark.skipif(chromium() is None, reason="needs Debian's chromium (.ci/run installs it)")
+async def test_every_image_of_the_report_loads_in_a_real_browser(fake_router, tmp_path):
+    report = build_report(await two_rates(fake_router, tmp_path), tmp_path / "report")
+    images = await inspect_page(report.index, tmp_path / "screenshot.png")
+    assert {src for src, _, _ in images} == {p.name for p in report.images.values()}
+    assert all(complete and width > 0 for _, complete, width in images), images
+    assert_real_picture(tmp_path / "screenshot.png")

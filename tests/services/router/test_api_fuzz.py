@@ -72,6 +72,8 @@ def _assert_clear_error(status: int, content_type: str, text: str) -> None:
 
 def _expected(body: dict, chat: bool) -> str:
     prompt = chat_prompt([ChatMessage(**m) for m in body["messages"]]) if chat else body["prompt"]
+    if isinstance(prompt, list) and isinstance(prompt[0], str):
+        prompt = prompt[0]  # a batch: choice 0 answers the first prompt
     ids = WordTokenizer(VOCAB).encode(prompt) if isinstance(prompt, str) else prompt
     length = body.get("max_tokens", 16)
     if chat and body.get("max_completion_tokens"):

@@ -1,0 +1,88 @@
+"""The decode side of the token feed: each engine step's tokens leave in one gRPC message.
+
+A gRPC stream message costs tens of microseconds at each end, far more than the
+rest of a token's way through the mesh. So a subscriber (the router) opens one
+`Tokens` stream per decode service, and every Generate call that names the feed
+puts its tokens here instead of sending them as its own events. The tokens of
+one engine step are put in one pass of the event loop, before the feed's writer
+runs again, so they leave together, at the end of the step that produced them
+(docs/mesh.md §Token feed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import AsyncIterator
+
+from services.rpc import pb
+
+
+class FeedClosed(RuntimeError):
+    """The subscriber's feed ended (it hung up or opened a new one): its tokens have nowhere to go."""
+
+
+class Feed:
+    __slots__ = ("subscriber", "closed", "_ids", "_positions", "_tokens", "_waiter")
+
+    def __init__(self, subscriber: str) -> None:
+        self.subscriber = subscriber
+        self.closed = False
+        self._ids: list[str] = []
+        self._positions: list[int] = []
+        self._tokens: list[int] = []
+        self._waiter: asyncio.Future[None] | None = None
+
+    def put(self, request_id: str, position: int, token: int) -> None:
+        if self.closed:
+            raise FeedClosed(f"the token feed of {self.subscriber} is closed")
+        self._ids.append(request_id)
+        self._positions.append(position)
+        self._tokens.append(token)
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def messages(self) -> AsyncIterator[pb.StepTokens]:
+        """An empty message (the feed is open), then one message per batch of tokens put."""
+        yield pb.StepTokens(t_unix=time.time())
+        while not self.closed:
+            if not self._ids:
+                self._waiter = asyncio.get_running_loop().create_future()
+                await self._waiter
+                continue
+            message = pb.StepTokens(request_id=self._ids, position=self._positions, token=self._tokens,
+                                    t_unix=time.time())
+            self._ids, self._positions, self._tokens = [], [], []
+            yield message
+
+    def close(self) -> None:
+        self.closed = True
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+
+class FeedTable:
+    """The open feed of each subscriber; a subscriber that opens a second one closes its first."""
+
+    def __init__(self) -> None:
+        self._feeds: dict[str, Feed] = {}
+
+    def open(self, subscriber: str) -> Feed:
+        previous = self._feeds.get(subscriber)
+        if previous is not None:
+            previous.close()
+        feed = self._feeds[subscriber] = Feed(subscriber)
+        return feed
+
+    def close(self, feed: Feed) -> None:
+        feed.close()
+        if self._feeds.get(feed.subscriber) is feed:
+            del self._feeds[feed.subscriber]
+
+    def get(self, subscriber: str) -> Feed | None:
+        return self._feeds.get(subscriber) if subscriber else None
+
+    def __len__(self) -> int:
+        return len(self._feeds)

@@ -1,0 +1,106 @@
+"""The bytes of a streamed answer: one SSE chunk per token, in vLLM's stream shape.
+
+Every token chunk of a request differs from the others only in its text, so
+the request's chunk is encoded once as a prefix and a suffix around the text,
+and a token's chunk is three byte strings joined (docs/mesh.md §Cost of a
+streamed token).
+The shape follows vLLM's OpenAI server: the first chat delta carries
+`role: "assistant"`; the finishing chunk carries `finish_reason` (and this
+emulator's `pdd` object); usage comes only with `stream_options.include_usage`,
+in a last chunk whose `choices` is empty; then `data: [DONE]`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+DONE = b"data: [DONE]\n\n"
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+def text_json(text: str) -> bytes:
+    """A token's text as a JSON string literal.
+
+    The emulated vocabulary's words are printable ASCII without quotes or backslashes, which
+    JSON writes as they are; anything else goes through the JSON encoder.
+    """
+    if text.isascii() and text.isprintable() and '"' not in text and "\\" not in text:
+        return b'"' + text.encode() + b'"'
+    return json.dumps(text).encode()
+
+
+def response_id(request_id: str, chat: bool) -> str:
+    """vLLM's ids: `chatcmpl-` for chat, `cmpl-` for completions, then the request's id."""
+    return f"{'chatcmpl' if chat else 'cmpl'}-{request_id}"
+
+
+def sse(payload: dict) -> bytes:
+    return b"data: " + _json(payload).encode() + b"\n\n"
+
+
+class ChunkEncoder:
+    """The chunks of one streamed request; ids, `created` and model are encoded once, here."""
+
+    __slots__ = ("chat", "_head", "_prefix", "_suffix", "_first_prefix")
+
+    def __init__(self, request_id: str, created: int, model: str, chat: bool) -> None:
+        self.chat = chat
+        kind = "chat.completion.chunk" if chat else "text_completion"
+        self._head = {"id": response_id(request_id, chat), "object": kind, "created": created, "model": model}
+        head = _json(self._head)[:-1]  # the object without its closing brace
+        if chat:
+            self._first_prefix = f'data: {head},"choices":[{{"index":0,"delta":{{"role":"assistant","content":'.encode()
+            self._prefix = f'data: {head},"choices":[{{"index":0,"delta":{{"content":'.encode()
+            self._suffix = b'},"logprobs":null,"finish_reason":null}]}\n\n'
+        else:
+            self._first_prefix = self._prefix = f'data: {head},"choices":[{{"index":0,"text":'.encode()
+            self._suffix = b',"logprobs":null,"finish_reason":null}]}\n\n'
+
+    def token(self, text: str, first: bool = False) -> bytes:
+        """The chunk of one token; `first` for a request's first token (the chat delta names the role)."""
+        return (self._first_prefix if first else self._prefix) + text_json(text) + self._suffix
+
+    def token_logprobs(self, text: str, logprobs: dict[str, Any], first: bool = False) -> bytes:
+        """A token's chunk with its logprobs: only when the request asks for them, so off the fast path."""
+        if self.chat:
+            delta = {"role": "assistant", "content": text} if first else {"content": text}
+            choice = {"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": None}
+        else:
+            choice = {"index": 0, "text": text, "logprobs": logprobs, "finish_reason": None}
+        return sse({**self._head, "choices": [choice]})
+
+    def finish(self, reason: str, pdd: dict[str, Any]) -> bytes:
+        """The chunk that ends the choice: no text, its finish_reason, and the request's `pdd` object."""
+        if self.chat:
+            choice = {"index": 0, "delta": {}, "logprobs": None, "finish_reason": reason}
+        else:
+            choice = {"index": 0, "text": "", "logprobs": None, "finish_reason": reason}
+        return sse({**self._head, "choices": [choice], "pdd": pdd})
+
+    def usage(self, prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> bytes:
+        """The usage chunk (stream_options.include_usage): empty `choices`, as vLLM and OpenAI send it."""
+        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                 "total_tokens": prompt_tokens + completion_tokens,
+                 "prompt_tokens_details": {"cached_tokens": cached_tokens}}
+        return sse({**self._head, "choices": [], "usage": usage})
+
+
+def error_event(body: dict[str, Any]) -> bytes:
+    """An error after the stream began: an SSE event with the OpenAI error body (then DONE)."""
+    return sse(body)
+
+
+def completion_body(request_id: str, created: int, model: str, chat: bool, text: str, usage: dict,
+                    pdd: dict[str, Any]) -> dict[str, Any]:
+    """The non-streamed answer."""
+    if chat:
+        choice = {"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": None,
+                  "finish_reason": "length"}
+    else:
+        choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": "length"}
+    return {"id": response_id(request_id, chat), "object": "chat.completion" if chat else "text_completion",
+            "created": created, "model": model, "choices": [choice], "usage": usage, "pdd": pdd}

@@ -1,0 +1,102 @@
+"""Report plots that can mislead: WAN throughput past the line rate, stacked labels, a squeezed CDF, labels."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import numpy as np
+
+from loadgen.report.page import write_index
+from loadgen.report.plots import draw_ttft_cdf, new_figure, throughput_buckets, transfer_intervals
+from loadgen.report.runs import RunData
+from loadgen.report.table import table_rows
+from loadgen.report.timeline import place_labels
+from loadgen.summary import SlaConfig, summarize
+
+
+def _record(i: int, ttft: float, pdd: dict | None = None) -> dict:
+    return {"id": f"q{i}", "session": None, "turn": 0, "send_s": float(i), "send_unix": 1000.0 + i,
+            "prompt_tokens": 10, "max_tokens": 3, "hit_rate": 0.0, "target_hit_rate": None, "status": "ok",
+            "error": None, "http_status": 200, "output_tokens": 3, "ttft_s": ttft, "tpot_s": 0.01,
+            "e2e_s": ttft + 0.02, "itl_s": [0.01, 0.01], "finish_reason": "length", "usage": None, "pdd": pdd}
+
+
+def _run(records: list[dict], label: str = "pdd", rate: float | None = 2.0, concurrency: int | None = None,
+         path: str = "run") -> RunData:
+    summary = summarize(records, sla=SlaConfig(), workload="poisson", offered_rate=rate, concurrency=concurrency,
+                        label=label)
+    return RunData(Path(path), summary, records)
+
+
+def test_each_transfer_is_spread_over_its_own_interval():
+    pdd = {"wan_bytes": 1000, "kv_transfer_s": 0.5, "timeline": {"kv_arrived": 1002.0}}
+    assert transfer_intervals(_run([_record(0, 2.1, pdd)])) == [(1.5, 2.0, 1000.0)]
+    volume = throughput_buckets([(1.5, 2.0, 1000.0)], 0.25, 10)
+    assert np.allclose(volume, [0, 0, 0, 0, 0, 0, 500, 500, 0, 0])
+
+
+def test_throughput_never_exceeds_the_line_and_keeps_every_byte():
+    rate_bps = 8e3  # 1000 bytes/s
+    rng = np.random.default_rng(3)
+    spans = []
+    for _ in range(40):  # overlapping transfers, each at most line rate on its own
+        start = float(rng.uniform(0, 10))
+        size = float(rng.uniform(100, 2000))
+        spans.append((start, start + size / 1000 * rng.uniform(1, 3), size))
+    uncapped = throughput_buckets(spans, 0.25, 200)
+    assert uncapped.max() > 250  # the overlaps alone would draw peaks above the line
+    capped = throughput_buckets(spans, 0.25, 200, rate_bps)
+    assert capped.max() <= 250 + 1e-9 and np.isclose(capped.sum(), sum(s for *_, s in spans))
+
+
+def test_stamp_labels_never_overlap():
+    figure = new_figure(11.0, 4.0)
+    axes = figure.add_subplot()
+    axes.set_xlim(0, 10)
+    groups = [(0.0, ["received"]), (0.001, ["prefill_sent"]), (0.002, ["first_token"]), (0.004, ["kv_arrived"]),
+              (5.0, ["handoff_started"]), (5.01, ["handoff_done", "relay_kv_arrived"]), (9.9, ["finished"])]
+    figure.tight_layout()
+    texts = place_labels(figure, axes, groups)
+    renderer = figure.canvas.get_renderer()
+    boxes = [t.get_window_extent(renderer) for t in texts]
+    for a, b in itertools.combinations(boxes, 2):
+        assert not a.overlaps(b)
+    assert len({round(t.get_position()[1], 3) for t in texts}) >= 3  # the close ones went up a row
+
+
+def test_the_cdf_axis_fits_the_data_and_the_legend_names_the_sla():
+    axes = new_figure().add_subplot()
+    draw_ttft_cdf(axes, [_run([_record(i, 0.2 + 0.01 * i) for i in range(20)])])
+    assert axes.get_xlim()[1] < 0.6  # not stretched to the 5 s SLA
+    assert any("SLA 5 s" in t.get_text() for t in axes.get_legend().get_texts())
+
+
+def test_closed_loop_rows_and_repeated_labels():
+    closed = _run([_record(0, 0.1)], rate=None, concurrency=4, path="c4")
+    header, rows = table_rows([closed])
+    assert rows[0][header.index("rate req/s")] == "-" and rows[0][header.index("concurrency")] == "4"
+
+
+def test_the_runs_list_tells_repeated_modes_apart(tmp_path):
+    runs = [_run([_record(0, 0.1)], path=str(tmp_path / "a")), _run([_record(0, 0.1)], rate=5.0,
+                                                                     path=str(tmp_path / "b"))]
+    page = write_index(tmp_path, runs, {}).read_text()
+    assert "<li>pdd @ 2 req/s:" in page and "<li>pdd @ 5 req/s:" in page
+
+
+def test_a_short_kv_transfer_still_shows_in_the_timeline(tmp_path):
+    from matplotlib import image
+
+    from loadgen.report.timeline import plot_request_timeline
+
+    base = 1000.0
+    pdd = {"pipeline": "P-MD", "rld_tokens": 0, "handoff": None,
+           "timeline": {"prefill_sent": base + 0.01, "prefill_done": base + 0.2, "kv_arrived": base + 0.2005,
+                        "first_token": base + 0.201, "finished": base + 3.0}}
+    record = {**_record(0, 0.21, pdd), "itl_s": [0.01] * 270, "output_tokens": 271}
+    path = plot_request_timeline([_run([record])], tmp_path / "timeline.png")
+    pixels = image.imread(path)[..., :3]
+    plot_area = pixels[:, : int(0.8 * pixels.shape[1])]  # left of the legend, whose swatch is orange too
+    orange = np.all(np.abs(plot_area - np.array([1.0, 0.498, 0.055])) < 0.03, axis=-1)  # tab:orange: KV transfer
+    assert orange.sum() > 50

@@ -1,0 +1,73 @@
+"""The request schema: OpenAI's ranges, the shapes real clients send, and prompt batches."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from services.router.api import ChatRequest, CompletionRequest, chat_prompt
+
+BASE = {"model": "m", "prompt": "hello"}
+CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+
+
+@pytest.mark.parametrize("field, bad, good", [
+    ("temperature", 2.01, 2), ("temperature", -0.1, 0), ("top_p", 1.5, 1), ("top_p", -1, 0.5),
+    ("presence_penalty", 2.5, -2), ("frequency_penalty", -3, 2), ("n", 0, 3), ("n", 129, 128),
+    ("logprobs", 6, 5), ("logprobs", -1, 0), ("best_of", 0, 1), ("min_p", 1.1, 0.2), ("top_k", -2, -1),
+    ("repetition_penalty", 0, 1.1), ("logit_bias", {"5": 101}, {"5": -100}), ("logit_bias", {"x": 1}, {"7": 1}),
+    ("stop", "", "###"), ("stop", ["a", ""], ["a", "b"]), ("temperature", True, 0.7), ("min_tokens", 17, 16),
+])
+def test_completion_ranges_are_openais(field, bad, good):
+    with pytest.raises(ValidationError, match=field):
+        CompletionRequest.model_validate({**BASE, field: bad})
+    assert getattr(CompletionRequest.model_validate({**BASE, field: good}), field) is not None
+
+
+@pytest.mark.parametrize("extra", [{"top_logprobs": 21, "logprobs": True}, {"top_logprobs": 2},
+                                   {"logprobs": 1}, {"response_format": {"type": "yaml"}},
+                                   {"min_tokens": 9, "max_completion_tokens": 8}])
+def test_chat_ranges_are_openais(extra):
+    with pytest.raises(ValidationError):
+        ChatRequest.model_validate({**CHAT, **extra})
+
+
+def test_best_of_must_cover_n():
+    with pytest.raises(ValidationError, match="best_of"):
+        CompletionRequest.model_validate({**BASE, "n": 3, "best_of": 2})
+
+
+def test_a_stop_string_becomes_a_list():
+    assert CompletionRequest.model_validate({**BASE, "stop": "\n"}).stop == ["\n"]
+
+
+def test_a_prompt_list_of_strings_is_a_batch_in_order():
+    body = CompletionRequest.model_validate({**BASE, "prompt": ["one", "two words", "three"]})
+    assert body.prompts() == ["one", "two words", "three"]
+    assert CompletionRequest.model_validate(BASE).prompts() == ["hello"]
+    assert CompletionRequest.model_validate({**BASE, "prompt": [1, 2]}).prompts() == [[1, 2]]
+    with pytest.raises(ValidationError, match="prompt"):
+        CompletionRequest.model_validate({**BASE, "prompt": ["fine", " "]})
+
+
+def test_chat_takes_the_shapes_tool_using_clients_send():
+    body = ChatRequest.model_validate({**CHAT, "messages": [
+        {"role": "system", "content": [{"type": "text", "text": "be brief"}], "name": "ops"},
+        {"role": "user", "content": [{"type": "text", "text": "weather"}, {"type": "text", "text": "in Oslo"}]},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function",
+                                                                "function": {"name": "w", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "rain"}],
+        "tools": [{"type": "function", "function": {"name": "w", "parameters": {}}}], "tool_choice": "auto",
+        "response_format": {"type": "json_object"}})
+    assert chat_prompt(body.messages) == "<system> be brief <user> weather in Oslo <assistant>  <tool> rain"
+
+
+@pytest.mark.parametrize("message, fragment", [
+    ({"role": "user", "content": None}, "null"),
+    ({"role": "assistant", "content": None}, "null"),
+    ({"role": "tool", "content": "x"}, "tool_call_id"),
+    ({"role": "user", "content": [{"type": "image_url", "image_url": {"url": "http://x"}}]}, "text only"),
+])
+def test_chat_messages_that_cannot_be_read_are_refused(message, fragment):
+    with pytest.raises(ValidationError, match=fragment):
+        ChatRequest.model_validate({**CHAT, "messages": [message]})

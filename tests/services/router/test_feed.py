@@ -1,0 +1,92 @@
+"""The router's view of a decode stream whose tokens come through the feed, in whatever order."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from services.router.api import ApiError
+from services.router.feed import DecodeStream, Token, TokenFeed
+from services.rpc import TOKEN_FEED_METADATA, pb
+
+
+class _Call:
+    """A Generate call that yields the given events, then ends."""
+
+    def __init__(self, events, gate: asyncio.Event | None = None) -> None:
+        self.events, self.gate, self.cancelled = events, gate, False
+
+    def __aiter__(self):
+        return self._run()
+
+    async def _run(self):
+        for event in self.events:
+            if self.gate is not None:
+                await self.gate.wait()
+            yield event
+
+    def cancel(self) -> bool:
+        self.cancelled = True
+        return True
+
+
+class _Stub:
+    def __init__(self, call: _Call) -> None:
+        self.call, self.metadata = call, None
+
+    def Generate(self, request, metadata):  # noqa: N802 (the gRPC method's name)
+        self.metadata = dict(metadata)
+        return self.call
+
+
+def _stats(end: int) -> pb.GenerateEvent:
+    return pb.GenerateEvent(stats=pb.GenerateStats(instance="decode-0", end_position=end))
+
+
+def _open_feed(stub) -> TokenFeed:
+    feed = TokenFeed(stub, "decode")
+    feed.open = True  # as after the service's opening message
+    return feed
+
+
+async def _collect(stream: DecodeStream) -> list:
+    return [item async for item in stream]
+
+
+async def test_stats_that_overtake_the_feed_are_held_until_every_token_has_come():
+    stub = _Stub(_Call([_stats(3)]))
+    feed = _open_feed(stub)
+    stream = DecodeStream(stub, pb.GenerateRequest(request_id="r1"), feed)
+    assert stub.metadata[TOKEN_FEED_METADATA] == "router" and "r1" in feed.routes
+    reading = asyncio.ensure_future(_collect(stream))
+    for _ in range(5):
+        await asyncio.sleep(0)  # the call's stats and end have arrived; no token yet
+    assert not reading.done()
+    for position in range(3):
+        feed.routes["r1"].put(Token(position, 10 + position))
+    items = await asyncio.wait_for(reading, 5)
+    assert items[:3] == [Token(0, 10), Token(1, 11), Token(2, 12)] and items[3].end_position == 3
+    assert "r1" not in feed.routes  # unsubscribed at the end
+
+
+async def test_without_an_open_feed_tokens_come_in_the_generate_stream():
+    events = [pb.GenerateEvent(token=pb.TokenEvent(position=0, token=5)), _stats(1)]
+    stub = _Stub(_Call(events))
+    feed = TokenFeed(stub, "decode")  # not open yet
+    items = await _collect(DecodeStream(stub, pb.GenerateRequest(request_id="r2"), feed))
+    assert TOKEN_FEED_METADATA not in stub.metadata and items[0] == Token(0, 5) and items[1].end_position == 1
+
+
+async def test_a_broken_feed_fails_its_streams_instead_of_leaving_them_waiting():
+    gate = asyncio.Event()
+    stub = _Stub(_Call([_stats(2)], gate))
+    feed = _open_feed(stub)
+    stream = DecodeStream(stub, pb.GenerateRequest(request_id="r3"), feed)
+    reading = asyncio.ensure_future(_collect(stream))
+    await asyncio.sleep(0)
+    feed.routes["r3"].put(Token(0, 1))
+    feed._fail_all("the service restarted")
+    with pytest.raises(ApiError) as failure:
+        await asyncio.wait_for(reading, 5)
+    assert failure.value.status == 502 and "token feed from decode broke" in failure.value.message

@@ -1,0 +1,70 @@
+"""The router's SSE chunks: byte templates that read back as vLLM's stream shape."""
+
+from __future__ import annotations
+
+import json
+
+from services.engine.tokens import WordTokenizer, output_token, prompt_fingerprint
+from services.router.sse import DONE, ChunkEncoder, completion_body
+
+
+def _data(chunk: bytes) -> dict:
+    assert chunk.startswith(b"data: ") and chunk.endswith(b"\n\n"), chunk
+    return json.loads(chunk[len(b"data: "):])
+
+
+def test_completion_token_chunk_is_the_openai_shape_with_a_cmpl_id():
+    chunk = _data(ChunkEncoder("r1", 1700000000, "llama3-8b", chat=False).token("gituri "))
+    assert chunk == {"id": "cmpl-r1", "object": "text_completion", "created": 1700000000, "model": "llama3-8b",
+                     "choices": [{"index": 0, "text": "gituri ", "logprobs": None, "finish_reason": None}]}
+
+
+def test_only_the_first_chat_delta_names_the_assistant_role():
+    chunks = ChunkEncoder("r2", 5, "m", chat=True)
+    first, second = _data(chunks.token("a ", first=True)), _data(chunks.token("b "))
+    assert first["id"] == second["id"] == "chatcmpl-r2" and first["object"] == "chat.completion.chunk"
+    assert first["choices"][0]["delta"] == {"role": "assistant", "content": "a "}
+    assert second["choices"][0]["delta"] == {"content": "b "}
+    assert second["choices"][0]["finish_reason"] is None
+
+
+def test_text_that_needs_escaping_survives_the_template():
+    for text in ['say "hi" ', "back\\slash ", "tab\tnewline\n ", "naïve 日本 "]:
+        assert _data(ChunkEncoder("r", 0, "m", chat=False).token(text))["choices"][0]["text"] == text
+
+
+def test_finish_chunk_ends_the_choice_and_usage_chunk_has_no_choices():
+    chunks = ChunkEncoder("r3", 0, "m", chat=True)
+    finish = _data(chunks.finish("length", {"pipeline": "P-D"}))
+    assert finish["choices"] == [{"index": 0, "delta": {}, "logprobs": None, "finish_reason": "length"}]
+    assert finish["pdd"] == {"pipeline": "P-D"} and "usage" not in finish
+    usage = _data(chunks.usage(4, 3, 2))
+    assert usage["choices"] == [] and usage["usage"] == {"prompt_tokens": 4, "completion_tokens": 3,
+                                                         "total_tokens": 7, "prompt_tokens_details": {"cached_tokens": 2}}
+    assert DONE == b"data: [DONE]\n\n"
+
+
+def test_streamed_text_is_the_engines_deterministic_text_byte_for_byte():
+    """The chunks of a request concatenate to exactly the words the engine's token generator spells."""
+    tokenizer, prompt, seed = WordTokenizer(128256), [5, 6, 7, 8], 7
+    ids = [output_token(prompt_fingerprint(prompt), i, seed, 128256) for i in range(50)]
+    chunks = ChunkEncoder("r4", 0, "m", chat=False)
+    streamed = "".join(_data(chunks.token(tokenizer.token_text(t), first=i == 0))["choices"][0]["text"]
+                       for i, t in enumerate(ids))
+    assert streamed.encode() == tokenizer.decode(ids).encode()
+
+
+def test_non_streamed_body_carries_the_whole_text_and_ids_by_kind():
+    chat = completion_body("r5", 0, "m", True, "a b ", {"completion_tokens": 2}, {})
+    assert chat["id"] == "chatcmpl-r5" and chat["choices"][0]["message"] == {"role": "assistant", "content": "a b "}
+    plain = completion_body("r5", 0, "m", False, "a b ", {"completion_tokens": 2}, {})
+    assert plain["id"] == "cmpl-r5" and plain["choices"][0]["text"] == "a b "
+
+
+def test_a_token_chunk_can_carry_its_logprobs():
+    chunks = ChunkEncoder("r4", 0, "m", chat=True)
+    first = _data(chunks.token_logprobs("ba ", {"content": [{"token": "ba ", "logprob": -0.5}]}, first=True))
+    assert first["choices"][0]["delta"] == {"role": "assistant", "content": "ba "}
+    assert first["choices"][0]["logprobs"]["content"][0]["logprob"] == -0.5
+    plain = _data(ChunkEncoder("r4", 0, "m", chat=False).token_logprobs("be ", {"tokens": ["be "]}))
+    assert plain["choices"][0]["text"] == "be " and plain["choices"][0]["logprobs"] == {"tokens": ["be "]}
