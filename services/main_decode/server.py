@@ -23,6 +23,7 @@ from services.main_decode.handoff import take_over, take_over_by_kv
 from services.profiles import load_model
 from services.relay_decode.relay import RelayLedger
 from services.rpc import channel, pb, pb_grpc
+from services.rpc.ids import prompt_of
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +59,7 @@ class DecodeService(pb_grpc.DecodeServicer):
         return pb.TransferAck(accepted=True)
 
     async def CacheLookup(self, request, context):
-        engine, hit = self.process.best_prefix(list(request.prompt))
+        engine, hit = self.process.best_prefix(await prompt_of(request, context))
         return pb.CacheLookupReply(hit_tokens=hit, instance=self.process.instance_name(engine), load=self.process.load())
 
     async def _submit(self, engine, seq: Sequence, context):
@@ -69,12 +70,13 @@ class DecodeService(pb_grpc.DecodeServicer):
             await context.abort(code, str(exc))
 
     async def Generate(self, request, context):
-        rid, prompt = request.request_id, list(request.prompt)
+        rid, ids = request.request_id, await prompt_of(request, context)
+        prompt = ids.tolist()
         if not prompt or request.max_tokens < 1:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "need a prompt and max_tokens >= 1")
         if self.process.draining:
             await context.abort(grpc.StatusCode.UNAVAILABLE, f"{self.process.service.name} is draining")
-        engine = self.process.pool.pick(prompt)
+        engine = self.process.pool.pick(ids)
         stats = pb.GenerateStats(instance=self.process.instance_name(engine))
         if not request.expect_transfer:
             handle = await self._submit(engine, Sequence(request_id=rid, context=prompt, prompt_len=len(prompt),
