@@ -59,7 +59,8 @@ class DecodeService(pb_grpc.DecodeServicer):
         return pb.TransferAck(accepted=True)
 
     async def CacheLookup(self, request, context):
-        engine, hit = self.process.best_prefix(await prompt_of(request, context))
+        ids = await prompt_of(request, context)
+        engine, hit = self.process.best_prefix(ids, self.process.prompt_hashes(request.prompt_ids, ids))
         return pb.CacheLookupReply(hit_tokens=hit, instance=self.process.instance_name(engine), load=self.process.load())
 
     async def _submit(self, engine, seq: Sequence, context):
@@ -76,12 +77,13 @@ class DecodeService(pb_grpc.DecodeServicer):
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "need a prompt and max_tokens >= 1")
         if self.process.draining:
             await context.abort(grpc.StatusCode.UNAVAILABLE, f"{self.process.service.name} is draining")
-        engine = self.process.pool.pick(ids)
+        hashes = self.process.prompt_hashes(request.prompt_ids, ids)
+        engine = self.process.pool.choose(hashes).engine
         stats = pb.GenerateStats(instance=self.process.instance_name(engine))
         if not request.expect_transfer:
             handle = await self._submit(engine, Sequence(request_id=rid, context=prompt, prompt_len=len(prompt),
                                                          kv_tokens=0, generate=request.max_tokens, first_position=0,
-                                                         seed=request.seed), context)
+                                                         seed=request.seed, block_hashes=hashes), context)
             async for event in self._stream(handle, stats, hit_from_engine=True):
                 yield event
             return
@@ -103,7 +105,8 @@ class DecodeService(pb_grpc.DecodeServicer):
             yield pb.GenerateEvent(stats=stats)
             return
         seq = Sequence(request_id=rid, context=prompt + [transfer.first_token], prompt_len=len(prompt),
-                       kv_tokens=len(prompt), generate=request.max_tokens - 1, first_position=1, seed=request.seed)
+                       kv_tokens=len(prompt), generate=request.max_tokens - 1, first_position=1, seed=request.seed,
+                       block_hashes=hashes)
         handle = await self._submit(engine, seq, context)
         if request.relay:
             self.relay.add(rid, handle, transfer.first_token, request.max_tokens, request.relay_cap)

@@ -46,10 +46,11 @@ class PrefillService(pb_grpc.PrefillServicer):
                 self.process.plan.link(self.me.name, target)
             except KeyError:
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"no link from {self.me.name} to {target!r}")
-        engine = self.process.pool.pick(ids)
+        hashes = self.process.prompt_hashes(request.prompt_ids, ids)
+        engine = self.process.pool.choose(hashes).engine
         try:
             handle = engine.submit(Sequence(request_id=rid, context=prompt, prompt_len=len(prompt), kv_tokens=0,
-                                            generate=1, first_position=0, seed=request.seed))
+                                            generate=1, first_position=0, seed=request.seed, block_hashes=hashes))
         except (EngineFull, ValueError) as exc:
             await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED if isinstance(exc, EngineFull)
                                 else grpc.StatusCode.INVALID_ARGUMENT, str(exc))

@@ -16,7 +16,7 @@ from pydantic import (
     BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError, ValidationInfo, field_validator,
 )
 
-from services.router.intake import parse_ids
+from services.router.intake import load_json, parse_ids
 from services.rpc.ids import MAX_ID
 
 MAX_BODY_BYTES = 16 * 1024 * 1024  # a 128K-token prompt as JSON ids fits well within this
@@ -102,7 +102,7 @@ async def parse_body(request: web.Request, schema: type[BaseModel], context: dic
     if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
         raise ApiError(413, f"request body of {request.content_length} bytes exceeds {MAX_BODY_BYTES}")
     try:
-        data = await request.json()
+        data = load_json(await request.read())
     except web.HTTPRequestEntityTooLarge as exc:
         raise ApiError(413, f"request body exceeds {MAX_BODY_BYTES} bytes") from exc
     except (ValueError, UnicodeDecodeError) as exc:

@@ -8,7 +8,7 @@ from hypothesis import given, strategies as st
 from pydantic import ValidationError
 
 from services.router.api import CompletionRequest
-from services.router.intake import PromptIds, check_ids
+from services.router.intake import PromptIds, check_ids, load_json
 from services.rpc.ids import unpack_ids
 
 VOCAB = 129_280
@@ -76,3 +76,11 @@ def test_the_request_schema_parses_ids_and_names_the_served_vocabulary():
 
 def test_tokenizer_ids_become_a_prompt_without_a_check():
     assert PromptIds.of([3, 1, 2]).ids.dtype == np.dtype("<u4")
+
+
+def test_bodies_parse_as_json_did_before():
+    assert load_json(b'{"prompt": [1, 2], "model": "m"}') == {"prompt": [1, 2], "model": "m"}
+    assert load_json(b'{"prompt": "\\ud800"}') == {"prompt": "\ud800"}  # refused later, as text that is not Unicode
+    assert load_json(b"[1e400]") == [float("inf")]
+    with pytest.raises(ValueError, match="Expecting"):
+        load_json(b"{not json")

@@ -1,0 +1,122 @@
+"""A prompt's intake at the router: token ids against text, and a fully cached long turn.
+
+Intake is the `pdd` timeline's `prefill_sent` minus the client's send time (the
+body is encoded before the clock starts: encoding is the client's business), split
+at `received` into the client-to-router leg and the router's own work. Each prompt
+length is sent 5 times as ids and 5 times as the same tokens in text, every
+request a prompt no cache has seen, streamed with max_tokens 2 on paper-pd-intra;
+the table holds medians. Then one 61,440-id prompt twice: the second turn is fully
+cached, and its TTFT is set against the emulated time it must take, prefill of the
+uncached tail on top of the cached prefix plus the RDMA transfer of the KV the
+decode pool lacks (docs/roofline.md, docs/mesh.md "Byte scale").
+
+    .venv/bin/python -m benchmarks.bench_intake [--repeats 5] [--lengths 1024,8192,32768,61440] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import aiohttp
+
+from benchmarks.meshctl import mesh
+from loadgen.bench.client import error_text, read_stream
+from loadgen.sse import StreamError, StreamTally
+from services.engine.batch import Chunk, StepBatch
+from services.engine.roofline import RooflineClock
+from services.engine.tokens import WordTokenizer
+from services.experiments.handoff import fresh_prompt
+from services.profiles import load_model
+from services.types import Role
+
+SCENARIO = "paper-pd-intra"
+
+
+async def timed(http: aiohttp.ClientSession, url: str, model: str, prompt: list[int] | str) -> dict:
+    """One streamed request whose body is encoded before the send time is taken."""
+    body = json.dumps({"model": model, "prompt": prompt, "max_tokens": 2, "stream": True}).encode()
+    sent_unix = time.time()
+    tally = StreamTally(sent_at=time.perf_counter())
+    async with http.post(f"{url}/v1/completions", data=body, headers={"content-type": "application/json"}) as reply:
+        if reply.status != 200:
+            raise StreamError(f"HTTP {reply.status}: {await error_text(reply)}", f"http_{reply.status}")
+        await read_stream(reply, tally)
+    timeline = tally.pdd["timeline"]
+    return {"ttft_s": tally.ttft_s, "intake_s": timeline["prefill_sent"] - sent_unix,
+            "to_router_s": timeline["received"] - sent_unix, "router_s": timeline["prefill_sent"] - timeline["received"],
+            "prefill_s": timeline["prefill_done"] - timeline["prefill_sent"], "pdd": tally.pdd}
+
+
+def emulated_cached_turn_s(plan, prompt_tokens: int, prefill_hit: int, decode_hit: int) -> tuple[float, float]:
+    """Roofline prefill of the uncached tail on its cached prefix, and the RDMA transfer of what decode lacks."""
+    scenario = plan.scenario
+    pool = scenario.pools_with(Role.PREFILL)[0]
+    clock = RooflineClock.for_names(pool.gpu, scenario.model, tp=pool.tp)
+    prefill_s = clock.step_seconds(StepBatch(chunks=(Chunk(prompt_tokens - prefill_hit, prefill_hit),)))
+    kv_bytes = (prompt_tokens - decode_hit) * load_model(scenario.model).kv_bytes_per_token
+    return prefill_s, scenario.rdma.delay_s + kv_bytes * 8 / scenario.rdma.rate_bps
+
+
+async def run(args: argparse.Namespace) -> dict:
+    with tempfile.TemporaryDirectory() as tmp, mesh(SCENARIO, Path(tmp)) as (url, plan):
+        model = plan.scenario.model
+        words = WordTokenizer(load_model(model).vocab_size)
+        rows = []
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=120)) as http:
+            await timed(http, url, model, fresh_prompt(64, 999))  # warm connections and code paths
+            for length in args.lengths:
+                for form in ("ids", "text"):
+                    runs = []
+                    for i in range(args.repeats):
+                        ids = fresh_prompt(length, 1000 * length + 10 * i + (form == "text"))
+                        runs.append(await timed(http, url, model, ids if form == "ids" else words.decode(ids)))
+                    rows.append({"tokens": length, "form": form, "runs": args.repeats,
+                                 **{k: statistics.median(r[k] for r in runs)
+                                    for k in ("intake_s", "to_router_s", "router_s", "prefill_s", "ttft_s")}})
+            long = fresh_prompt(61_440, 7)
+            await timed(http, url, model, long)
+            cached = await timed(http, url, model, long)
+        pdd = cached["pdd"]
+        prefill_s, transfer_s = emulated_cached_turn_s(plan, 61_440, pdd["prefill_hit_tokens"], pdd["decode_hit_tokens"])
+        return {"scenario": SCENARIO, "rows": rows,
+                "cached": {"tokens": 61_440, "prefill_hit_tokens": pdd["prefill_hit_tokens"],
+                           "decode_hit_tokens": pdd["decode_hit_tokens"], "ttft_s": cached["ttft_s"],
+                           "intake_s": cached["intake_s"], "emulated_prefill_s": prefill_s,
+                           "emulated_transfer_s": transfer_s,
+                           "overhead_s": cached["ttft_s"] - prefill_s - transfer_s}}
+
+
+def report(results: dict) -> None:
+    print(f"intake on {results['scenario']} (median of {results['rows'][0]['runs']}; ms):")
+    print(f"  {'tokens':>7} {'form':<5}{'intake':>9}{'to router':>11}{'in router':>11}{'prefill':>10}{'TTFT':>10}"
+          f"{'ids/text':>10}")
+    text = {r["tokens"]: r["intake_s"] for r in results["rows"] if r["form"] == "text"}
+    for r in results["rows"]:
+        ratio = f"{r['intake_s'] / text[r['tokens']]:10.2f}" if r["form"] == "ids" else ""
+        print(f"  {r['tokens']:>7} {r['form']:<5}{r['intake_s'] * 1e3:9.1f}{r['to_router_s'] * 1e3:11.1f}"
+              f"{r['router_s'] * 1e3:11.1f}{r['prefill_s'] * 1e3:10.1f}{r['ttft_s'] * 1e3:10.1f}{ratio}")
+    c = results["cached"]
+    print(f"fully cached {c['tokens']}-id turn (hit {c['prefill_hit_tokens']} at prefill, {c['decode_hit_tokens']} at "
+          f"decode): TTFT {c['ttft_s'] * 1e3:.1f} ms = emulated prefill {c['emulated_prefill_s'] * 1e3:.1f} + transfer "
+          f"{c['emulated_transfer_s'] * 1e3:.2f} + overhead {c['overhead_s'] * 1e3:+.1f} ms "
+          f"(intake {c['intake_s'] * 1e3:.1f} ms)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--lengths", type=lambda s: [int(x) for x in s.split(",")], default=[1024, 8192, 32768, 61_440])
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    results = asyncio.run(run(args))
+    print(json.dumps(results)) if args.json else report(results)
+
+
+if __name__ == "__main__":
+    main()
