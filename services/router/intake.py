@@ -64,7 +64,7 @@ def parse_ids(values: object, vocab_size: int) -> np.ndarray:
     if not ints:
         raise ValueError("prompt is empty")
     try:
-        return np.array(ints, dtype=np.int64)
+        return np.fromiter(ints, dtype=np.int64, count=len(ints))
     except OverflowError:  # past 64 bits: far out of range, and rare enough to find in Python
         bad = next(i for i, t in enumerate(ints) if not -2**63 <= t < 2**63)
         raise ValueError(f"{allowed(vocab_size)}: got {ints[bad]} at `prompt[{bad}]`") from None
