@@ -10,7 +10,10 @@ fully cached, and their median TTFT is set against the emulated time it must tak
 uncached tail on top of the cached prefix plus the RDMA transfer of the KV the
 decode pool lacks (docs/roofline.md, docs/mesh.md "Byte scale").
 
-    .venv/bin/python -m benchmarks.bench_intake [--repeats 5] [--lengths 1024,8192,32768,61440] [--json]
+With --openai, also the OpenAI Python client's legs for 61,440 ids, sent as `prompt` and
+through `extra_body` (docs/mesh.md §Intake).
+
+    .venv/bin/python -m benchmarks.bench_intake [--repeats 5] [--lengths 1024,8192,32768,61440] [--openai] [--json]
 """
 
 from __future__ import annotations
@@ -54,6 +57,24 @@ async def timed(http: aiohttp.ClientSession, url: str, model: str, prompt: list[
             "prefill_s": timeline["prefill_done"] - timeline["prefill_sent"], "pdd": tally.pdd}
 
 
+def openai_legs(url: str, model: str, ids: list[int], repeats: int) -> dict[str, dict[str, float]]:
+    """Median client-to-router and in-router times with the OpenAI client, for `prompt=ids` and `extra_body`."""
+    import openai  # a test extra, needed only here
+
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", timeout=120, max_retries=0)
+    legs = {}
+    for how, kwargs in (("prompt", {"prompt": ids}), ("extra_body", {"prompt": [0], "extra_body": {"prompt": ids}})):
+        runs = []
+        for _ in range(repeats):
+            sent_unix = time.time()
+            chunks = list(client.completions.create(model=model, max_tokens=2, stream=True, **kwargs))
+            timeline = chunks[-1].model_extra["pdd"]["timeline"]
+            runs.append((timeline["received"] - sent_unix, timeline["prefill_sent"] - timeline["received"]))
+        legs[how] = {"to_router_s": statistics.median(r[0] for r in runs),
+                     "router_s": statistics.median(r[1] for r in runs)}
+    return legs
+
+
 def emulated_cached_turn_s(plan, prompt_tokens: int, prefill_hit: int, decode_hit: int) -> tuple[float, float]:
     """Roofline prefill of the uncached tail on its cached prefix, and the RDMA transfer of what decode lacks."""
     scenario = plan.scenario
@@ -86,10 +107,11 @@ async def run(args: argparse.Namespace) -> dict:
         pdd = cached[0]["pdd"]
         if any(c["pdd"]["prefill_hit_tokens"] != pdd["prefill_hit_tokens"] for c in cached):
             raise RuntimeError("the cached turns did not all hit the same prefix")
+        legs = await asyncio.to_thread(openai_legs, url, model, long, args.repeats) if args.openai else None
         hits = pdd["prefill_hit_tokens"], pdd["decode_hit_tokens"]
         prefill_s, transfer_s = emulated_cached_turn_s(plan, 61_440, *hits)
         ttft_s = statistics.median(c["ttft_s"] for c in cached)
-        return {"scenario": SCENARIO, "rows": rows,
+        return {"scenario": SCENARIO, "rows": rows, "openai": legs,
                 "cached": {"tokens": 61_440, "runs": len(cached), "prefill_hit_tokens": pdd["prefill_hit_tokens"],
                            "decode_hit_tokens": pdd["decode_hit_tokens"], "ttft_s": ttft_s,
                            "intake_s": statistics.median(c["intake_s"] for c in cached),
@@ -113,12 +135,16 @@ def report(results: dict) -> None:
           f"{c['emulated_prefill_s'] * 1e3:.1f} + transfer {c['emulated_transfer_s'] * 1e3:.2f} + overhead "
           f"{c['overhead_s'] * 1e3:+.1f} ms (intake {c['intake_s'] * 1e3:.1f} ms, prefill_sent to prefill_done "
           f"{c['prefill_s'] * 1e3:.1f} ms)")
+    for how, leg in (results["openai"] or {}).items():
+        print(f"openai client, 61440 ids as {how}: to router {leg['to_router_s'] * 1e3:.1f} ms, "
+              f"in router {leg['router_s'] * 1e3:.1f} ms")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--lengths", type=lambda s: [int(x) for x in s.split(",")], default=[1024, 8192, 32768, 61_440])
+    parser.add_argument("--openai", action="store_true", help="also time the OpenAI Python client's legs")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     results = asyncio.run(run(args))
