@@ -12,9 +12,11 @@ import asyncio
 import json
 import logging
 import signal
+from collections import OrderedDict
 from typing import Awaitable, Callable
 
 import grpc
+import numpy as np
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -31,6 +33,7 @@ from services.rpc import server as grpc_server
 from services.scenario.sizing import instance_sizing
 
 log = logging.getLogger(__name__)
+PROMPT_HASHES_KEPT = 64  # more than the requests a pool has between its lookup and its generation
 
 
 def build_engines(plan: MeshPlan, service: ServicePlan) -> list[Engine]:
@@ -95,6 +98,7 @@ class RoleProcess:
         self.registry = CollectorRegistry()
         self.registry.register(_EngineCollector(self.engines, service.name, plan.scenario.model))
         self.draining = False
+        self._prompt_hashes: OrderedDict[bytes, list[int]] = OrderedDict()
 
     def load(self) -> float:
         """Sequences admitted or waiting, as a fraction of what the pool can run at once."""
@@ -104,8 +108,24 @@ class RoleProcess:
     def instance_name(self, engine: Engine) -> str:
         return engine.name
 
-    def best_prefix(self, prompt: list[int]) -> tuple[Engine, int]:
-        hashes = block_hashes(prompt, self.engines[0].block_size)
+    def prompt_hashes(self, packed: bytes, ids: np.ndarray) -> list[int]:
+        """The block hashes of a prompt (packed ids, and as an array), computed once in this process.
+
+        One request's cache lookup, instance choice and engine admission all need them; a 61K-token
+        prompt costs about 1.5 ms to hash. Keyed by the packed ids, so a reused request id cannot
+        mix prompts; the last PROMPT_HASHES_KEPT prompts are kept (their bytes and hashes, 0.5 MB each
+        at 61K tokens).
+        """
+        hashes = self._prompt_hashes.pop(packed, None)
+        if hashes is None:
+            hashes = block_hashes(ids, self.engines[0].block_size)
+        self._prompt_hashes[packed] = hashes
+        if len(self._prompt_hashes) > PROMPT_HASHES_KEPT:
+            self._prompt_hashes.popitem(last=False)
+        return hashes
+
+    def best_prefix(self, prompt: list[int] | np.ndarray, hashes: list[int] | None = None) -> tuple[Engine, int]:
+        hashes = block_hashes(prompt, self.engines[0].block_size) if hashes is None else hashes
         hits = [(e.cached_prefix_tokens(hashes), -e.load, i) for i, e in enumerate(self.engines)]
         hit, _, index = max(hits)
         return self.engines[index], min(hit, len(prompt))

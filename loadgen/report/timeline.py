@@ -19,7 +19,7 @@ from matplotlib.patches import Patch
 from loadgen.report.plots import empty_note, new_figure, save
 from loadgen.report.runs import RunData
 
-PHASE_COLOURS = {"prefill": "tab:blue", "KV transfer": "tab:orange", "relay decode (RLD)": "tab:green",
+PHASE_COLOURS = {"router intake": "tab:olive", "prefill": "tab:blue", "KV transfer": "tab:orange", "relay decode (RLD)": "tab:green",
                  "handoff": "tab:red", "main decode (MD)": "tab:purple", "other": "tab:gray"}
 MIN_VISIBLE = 0.006  # of the time axis: the narrowest bar drawn (about 5 pixels)
 LABEL_BASE, LABEL_STEP = 0.61, 0.075  # label rows, in axes fractions above the stage bar
@@ -30,6 +30,8 @@ def phase_after(stamp: str, pipeline: str, handed_off: bool) -> str:
     """The phase that runs from this stamp to the next one."""
     name = stamp.lower()
     decode = "relay decode (RLD)" if "RLD" in pipeline and not handed_off else "main decode (MD)"
+    if name == "received":  # up to prefill_sent; colocated has no such stamp, its next one ends prefill
+        return "router intake" if "-" in pipeline else "prefill"
     if "handoff" in name or "extend" in name:
         return "main decode (MD)" if name.endswith(ENDED) else "handoff"
     if "prefill" in name:

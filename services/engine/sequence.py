@@ -42,6 +42,7 @@ class Sequence:
     first_position: int
     seed: int
     fingerprint: int | None = None  # of context[:prompt_len]; computed when absent
+    block_hashes: list[int] | None = None  # of context's leading full blocks, if the caller has them; extended here
 
 
 class TokenEvent(NamedTuple):  # a tuple: one is built per generated token
@@ -141,7 +142,7 @@ class SequenceState:
         self._block_size = block_size
         tokens = np.fromiter(self.context, dtype=np.int64, count=len(self.context))  # converted once, used thrice
         validate(seq, vocab_size, tokens)
-        self.hashes = extend_block_hashes([], tokens, block_size)
+        self.hashes = extend_block_hashes(list(seq.block_hashes or ()), tokens, block_size)
         self.published_blocks = 0
         self.pending_load_tokens = 0  # host-tier KV to load in the first step that schedules it
         # KV is needed for every token but the last one generated, whose KV is never computed.

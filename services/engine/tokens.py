@@ -24,6 +24,9 @@ _VOWELS = "aeiou"
 _SYLLABLES = tuple(c + v for c in _CONSONANTS for v in _VOWELS)
 _SYLLABLE_DIGIT = {s: i for i, s in enumerate(_SYLLABLES)}
 _BASE = len(_SYLLABLES)
+# Pieces remembered by one tokenizer: more than any vocabulary in services/profiles/models.yaml, so a
+# prompt of pseudo-words or of ordinary text maps mostly from memory; about 40 MB when full, then cleared.
+_MEMO_PIECES = 1 << 18
 
 
 def splitmix64(x: int) -> int:
@@ -70,6 +73,7 @@ class WordTokenizer:
             raise ValueError(f"vocab_size must be at least 2, got {vocab_size}")
         self.vocab_size = vocab_size
         self._texts: dict[int, str] = {}
+        self._ids: dict[str, TokenId] = {}  # piece -> id: text repeats its words, and mapping one costs microseconds
 
     def token_text(self, token_id: TokenId) -> str:
         """The word for `token_id` followed by one space, so streamed pieces concatenate to decode()."""
@@ -84,7 +88,14 @@ class WordTokenizer:
         return "".join(self.token_text(i) for i in ids)
 
     def encode(self, text: str) -> list[TokenId]:
-        return [self._piece_id(piece) for piece in text.split()]
+        memo = self._ids
+        if len(memo) > _MEMO_PIECES:
+            memo.clear()
+        return [memo[piece] if piece in memo else self._remember(piece) for piece in text.split()]
+
+    def _remember(self, piece: str) -> TokenId:
+        token_id = self._ids[piece] = self._piece_id(piece)
+        return token_id
 
     def _piece_id(self, piece: str) -> TokenId:
         known = _id_for(piece)

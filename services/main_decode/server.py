@@ -24,6 +24,7 @@ from services.main_decode.handoff import take_over, take_over_by_kv
 from services.profiles import load_model
 from services.relay_decode.relay import RelayLedger
 from services.rpc import TOKEN_FEED_METADATA, channel, metadata_value, pb, pb_grpc
+from services.rpc.ids import prompt_of
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +61,8 @@ class DecodeService(pb_grpc.DecodeServicer):
         return pb.TransferAck(accepted=True)
 
     async def CacheLookup(self, request, context):
-        engine, hit = self.process.best_prefix(list(request.prompt))
+        ids = await prompt_of(request, context)
+        engine, hit = self.process.best_prefix(ids, self.process.prompt_hashes(request.prompt_ids, ids))
         return pb.CacheLookupReply(hit_tokens=hit, instance=self.process.instance_name(engine), load=self.process.load())
 
     async def _submit(self, engine, seq: Sequence, context):
@@ -109,17 +111,19 @@ class DecodeService(pb_grpc.DecodeServicer):
 
     async def _generate(self, request, context, sink):
         """Engine TokenEvents and then the GenerateEvent carrying the stats; `sink` may take tokens first."""
-        rid, prompt = request.request_id, list(request.prompt)
+        rid, ids = request.request_id, await prompt_of(request, context)
+        prompt = ids.tolist()
         if not prompt or request.max_tokens < 1:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "need a prompt and max_tokens >= 1")
         if self.process.draining:
             await context.abort(grpc.StatusCode.UNAVAILABLE, f"{self.process.service.name} is draining")
-        engine = self.process.pool.pick(prompt)
+        hashes = self.process.prompt_hashes(request.prompt_ids, ids)
+        engine = self.process.pool.choose(hashes).engine
         stats = pb.GenerateStats(instance=self.process.instance_name(engine))
         if not request.expect_transfer:
             handle = await self._submit(engine, Sequence(request_id=rid, context=prompt, prompt_len=len(prompt),
                                                          kv_tokens=0, generate=request.max_tokens, first_position=0,
-                                                         seed=request.seed), context)
+                                                         seed=request.seed, block_hashes=hashes), context)
             async for event in self._stream(handle, stats, hit_from_engine=True, sink=sink):
                 yield event
             return
@@ -141,7 +145,8 @@ class DecodeService(pb_grpc.DecodeServicer):
             yield pb.GenerateEvent(stats=stats)
             return
         seq = Sequence(request_id=rid, context=prompt + [transfer.first_token], prompt_len=len(prompt),
-                       kv_tokens=len(prompt), generate=request.max_tokens - 1, first_position=1, seed=request.seed)
+                       kv_tokens=len(prompt), generate=request.max_tokens - 1, first_position=1, seed=request.seed,
+                       block_hashes=hashes)
         handle = await self._submit(engine, seq, context)
         if request.relay:
             self.relay.add(rid, handle, transfer.first_token, request.max_tokens, request.relay_cap)

@@ -21,6 +21,7 @@ from services.instances import RoleProcess
 from services.kv.shipper import KvShipper, ShipRefused
 from services.launcher.plan import MeshPlan, ServicePlan
 from services.rpc import pb, pb_grpc
+from services.rpc.ids import prompt_of
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +34,8 @@ class PrefillService(pb_grpc.PrefillServicer):
 
     async def Prefill(self, request, context):
         rid = request.request_id
-        prompt = list(request.prompt)
+        ids = await prompt_of(request, context)
+        prompt = ids.tolist()
         if not prompt:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "empty prompt")
         targets = [(request.kv_target, request.receiver_hit_tokens)]
@@ -44,10 +46,11 @@ class PrefillService(pb_grpc.PrefillServicer):
                 self.process.plan.link(self.me.name, target)
             except KeyError:
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"no link from {self.me.name} to {target!r}")
-        engine = self.process.pool.pick(prompt)
+        hashes = self.process.prompt_hashes(request.prompt_ids, ids)
+        engine = self.process.pool.choose(hashes).engine
         try:
             handle = engine.submit(Sequence(request_id=rid, context=prompt, prompt_len=len(prompt), kv_tokens=0,
-                                            generate=1, first_position=0, seed=request.seed))
+                                            generate=1, first_position=0, seed=request.seed, block_hashes=hashes))
         except (EngineFull, ValueError) as exc:
             await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED if isinstance(exc, EngineFull)
                                 else grpc.StatusCode.INVALID_ARGUMENT, str(exc))

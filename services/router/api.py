@@ -12,11 +12,15 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
+import numpy as np
 from aiohttp import web
 from pydantic import (
-    BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, ValidationError, field_validator,
-    model_validator,
+    BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, ValidationError, ValidationInfo,
+    field_validator, model_validator,
 )
+
+from services.router.intake import load_json, parse_ids
+from services.rpc.ids import MAX_ID
 
 MAX_BODY_BYTES = 16 * 1024 * 1024  # a 128K-token prompt as JSON ids fits well within this
 # A request id names the request's KV transfers and rides in gRPC metadata and KV frame headers on
@@ -101,15 +105,26 @@ def _unicode(text: str, what: str) -> str:
 
 
 class CompletionRequest(_Common):
-    prompt: str | list[StrictInt] | list[StrictStr]  # a list of strings is a batch: one choice per prompt
+    model_config = ConfigDict(extra="ignore", arbitrary_types_allowed=True)
+    # ids arrive as int64 (the router checks their range: services/router/intake.py); a list of strings is a
+    # batch: one choice per prompt
+    prompt: str | np.ndarray | list[StrictStr]
     echo: StrictBool = False
     logprobs: StrictInt | None = Field(None, ge=0, le=5)
     best_of: StrictInt | None = Field(None, ge=1)
 
+    @field_validator("prompt", mode="before")
+    @classmethod
+    def _ids(cls, v, info: ValidationInfo):
+        # One C-level pass over the ids, not one Python check per item; the message names the served vocabulary.
+        if isinstance(v, list) and not (v and isinstance(v[0], str)):
+            return parse_ids(v, (info.context or {}).get("vocab_size", MAX_ID + 1))
+        return v
+
     @field_validator("prompt")
     @classmethod
     def _not_empty(cls, v):
-        if (isinstance(v, str) and not v.strip()) or (isinstance(v, list) and not v):
+        if isinstance(v, str) and not v.strip():  # an empty list of ids is refused by parse_ids
             raise ValueError("prompt is empty")
         if isinstance(v, list) and isinstance(v[0], str):
             return [_not_blank(p, f"prompt[{i}]") for i, p in enumerate(v)]
@@ -207,11 +222,11 @@ def _first_problem(exc: ValidationError) -> tuple[str, str]:
     return f"{where}: {err['msg']}", where
 
 
-async def parse_body(request: web.Request, schema: type[BaseModel]) -> BaseModel:
+async def parse_body(request: web.Request, schema: type[BaseModel], context: dict | None = None) -> BaseModel:
     if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
         raise ApiError(413, f"request body of {request.content_length} bytes exceeds {MAX_BODY_BYTES}")
     try:
-        data = await request.json()
+        data = load_json(await request.read())
     except web.HTTPRequestEntityTooLarge as exc:
         raise ApiError(413, f"request body exceeds {MAX_BODY_BYTES} bytes") from exc
     except (ValueError, UnicodeDecodeError) as exc:
@@ -221,7 +236,7 @@ async def parse_body(request: web.Request, schema: type[BaseModel]) -> BaseModel
     if not isinstance(data, dict):
         raise ApiError(400, f"body must be a JSON object, got {type(data).__name__}")
     try:
-        return schema.model_validate(data)
+        return schema.model_validate(data, context=context)
     except ValidationError as exc:
         message, where = _first_problem(exc)
         raise ApiError(400, message, param=where) from exc

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+import numpy as np
+
 from services.engine.tokens import WordTokenizer, prompt_fingerprint
 from services.router.logprobs import token_logprob, top_logprobs
 from services.router.stops import Ending
@@ -28,7 +30,7 @@ class LogprobAsk:
 class Choice:
     index: int
     prompt_text: str  # the prompt as sent, for `echo`
-    prompt_ids: list[int]
+    prompt_ids: np.ndarray | list[int]  # as the router took it in (uint32)
     ending: Ending
     tokenizer: WordTokenizer
     ask: LogprobAsk = LogprobAsk()
@@ -73,7 +75,7 @@ class Choice:
         rows = []
         if self.ask.echo:
             count = len(self.prompt_ids)
-            for i, tid in enumerate(self.prompt_ids):
+            for i, tid in enumerate(map(int, self.prompt_ids)):
                 first = i == 0  # nothing precedes the first prompt token, so it has no logprob (as in OpenAI)
                 rows.append((tid, None if first else token_logprob(fingerprint, i - count, tid),
                              [] if first else top_logprobs(fingerprint, i - count, tid, self.ask.top, vocab)))

@@ -9,6 +9,7 @@ share its prefix, so the prefix caches serve the repeats.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from services.engine.tokens import prompt_fingerprint, stream_key, token_at
@@ -19,7 +20,7 @@ from services.router.stops import StopRules, plan_ending
 
 
 def _output_ids(job: Job, vocab_size: int):
-    key = stream_key(prompt_fingerprint(job.prompt), job.seed)
+    key = stream_key(prompt_fingerprint(job.prompt.ids), job.seed)
     return (token_at(key, i, vocab_size) for i in range(job.max_tokens))
 
 
@@ -29,9 +30,10 @@ def _ask(body: CompletionRequest | ChatRequest, chat: bool) -> LogprobAsk:
     return LogprobAsk(body.logprobs is not None, body.logprobs or 0, body.echo)
 
 
-def plan_jobs(router: Any, request_id: str, body: CompletionRequest | ChatRequest,
-              chat: bool) -> list[tuple[Job, Choice]]:
+def plan_jobs(router: Any, request_id: str, body: CompletionRequest | ChatRequest, chat: bool,
+              received_unix: float | None = None) -> list[tuple[Job, Choice]]:
     """Every job of the request with the choice it fills, in choice-index order."""
+    received_unix = time.time() if received_unix is None else received_unix
     prompts = [chat_prompt(body.messages)] if chat else body.prompts()
     rules = StopRules(tuple(body.stop or ()), frozenset(body.stop_token_ids or ()), body.min_tokens)
     several = len(prompts) * body.n > 1
@@ -42,12 +44,14 @@ def plan_jobs(router: Any, request_id: str, body: CompletionRequest | ChatReques
         for j in range(body.n):
             index = p * body.n + j
             job = router.job(f"{request_id}-{index}" if several else request_id, prompt, body.output_limit(),
-                             (base_seed + j) % 2**32)
+                             (base_seed + j) % 2**32, received_unix)
             ending = plan_ending(_output_ids(job, router.tokenizer.vocab_size), job.max_tokens, rules,
                                  router.tokenizer)
             job.max_tokens = ending.length
-            text = prompt if isinstance(prompt, str) else router.tokenizer.decode(prompt)
-            pairs.append((job, Choice(index, text, job.prompt, ending, router.tokenizer, ask)))
+            # an id prompt's text is only needed to echo it: decoding 61K ids costs more than their intake
+            text = prompt if isinstance(prompt, str) else \
+                router.tokenizer.decode(job.prompt.ids.tolist()) if ask.echo else ""
+            pairs.append((job, Choice(index, text, job.prompt.ids, ending, router.tokenizer, ask)))
     return pairs
 
 

@@ -36,7 +36,8 @@ async def _lookup_relay(peers: Peers, job: Job):
     relays = peers.services(Role.RELAY_DECODE)
     try:
         replies = await asyncio.gather(*(
-            peers.decode[r.name].CacheLookup(pb.CacheLookupRequest(request_id=job.request_id, prompt=job.prompt),
+            peers.decode[r.name].CacheLookup(pb.CacheLookupRequest(request_id=job.request_id,
+                                                                   prompt_ids=job.prompt.packed),
                                              timeout=2.0, metadata=metadata(job.request_id)) for r in relays))
     except grpc.aio.AioRpcError:
         return None, 0, None  # an unreachable relay: the policy routes P-MD
@@ -109,7 +110,7 @@ async def _relay_then_main(peers: Peers, job: Job, mode: Mode, md, md_hit: int, 
     scenario, spec = peers.plan.scenario, peers.plan.scenario.pdd
     stats = base_stats(mode, Pipeline.P_RLD_MD)
     stats["decode_hit_tokens"] = md_hit
-    base = dict(request_id=job.request_id, prompt=job.prompt, max_tokens=job.max_tokens, seed=job.seed,
+    base = dict(request_id=job.request_id, prompt_ids=job.prompt.packed, max_tokens=job.max_tokens, seed=job.seed,
                 expect_transfer=True, transfer_deadline_s=scenario.transfer_timeout_s)
     md_call = peers.generate(md.name, pb.GenerateRequest(
         **base, handoff_from=relay.name, catch_up_threshold=spec.catch_up_threshold,

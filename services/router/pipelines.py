@@ -19,6 +19,7 @@ from services.launcher.plan import MeshPlan, ServicePlan
 from services.profiles import load_model
 from services.router.api import ApiError
 from services.router.feed import DecodeStream, Token, TokenFeed
+from services.router.intake import PromptIds
 from services.rpc import pb, pb_grpc, channel, metadata
 from services.types import Mode, Pipeline, Role
 
@@ -31,11 +32,15 @@ class Finished:
 @dataclass
 class Job:
     request_id: str
-    prompt: list[int]
+    prompt: PromptIds  # a list of ids already known to be valid is taken too
     max_tokens: int
     seed: int
     received_unix: float
     timeline: dict[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.prompt, PromptIds):
+            self.prompt = PromptIds.of(self.prompt)
 
     def mark(self, stage: str) -> None:
         self.timeline[stage] = time.time()
@@ -101,7 +106,8 @@ class Peers:
         """
         candidates = self.services(*roles)
         replies = await asyncio.gather(*(
-            self.decode[s.name].CacheLookup(pb.CacheLookupRequest(request_id=job.request_id, prompt=job.prompt),
+            self.decode[s.name].CacheLookup(pb.CacheLookupRequest(request_id=job.request_id,
+                                                                  prompt_ids=job.prompt.packed),
                                             timeout=5.0, metadata=metadata(job.request_id))
             for s in candidates), return_exceptions=True)
         for reply in replies:
@@ -149,8 +155,8 @@ async def stream_decode(stream: DecodeStream, job: Job, stats: dict[str, Any], c
 async def colocated(peers: Peers, job: Job, mode: Mode) -> AsyncIterator[Token | Finished]:
     service, hit = await peers.best_decode(job, (Role.COLOCATED,))
     stats = base_stats(mode, Pipeline.COLOCATED)
-    request = pb.GenerateRequest(request_id=job.request_id, prompt=job.prompt, max_tokens=job.max_tokens,
-                                 seed=job.seed, expect_transfer=False)
+    request = pb.GenerateRequest(request_id=job.request_id, prompt_ids=job.prompt.packed,
+                                 max_tokens=job.max_tokens, seed=job.seed, expect_transfer=False)
     try:
         async for token in stream_decode(peers.generate(service.name, request), job, stats, "md_tokens"):
             yield token
@@ -166,8 +172,8 @@ def start_prefill(peers: Peers, job: Job, target: str, hit: int, secondary: str 
                   secondary_hit: int = 0) -> tuple[ServicePlan, asyncio.Future]:
     plan = peers.plan
     request = pb.PrefillRequest(
-        request_id=job.request_id, prompt=job.prompt, seed=job.seed, kv_target=target, receiver_hit_tokens=hit,
-        kv_bytes_per_token=peers.kv_bytes_per_token, byte_scale=plan.scenario.byte_scale,
+        request_id=job.request_id, prompt_ids=job.prompt.packed, seed=job.seed, kv_target=target,
+        receiver_hit_tokens=hit, kv_bytes_per_token=peers.kv_bytes_per_token, byte_scale=plan.scenario.byte_scale,
         kv_target_secondary=secondary, secondary_hit_tokens=secondary_hit)
     job.mark("prefill_sent")
     prefill = peers.pick_prefill()
@@ -210,7 +216,7 @@ async def run_p_d(peers: Peers, job: Job, mode: Mode, decode: ServicePlan, hit: 
     scenario = peers.plan.scenario
     stats = base_stats(mode, pipeline)
     gen = peers.generate(decode.name, pb.GenerateRequest(
-        request_id=job.request_id, prompt=job.prompt, max_tokens=job.max_tokens, seed=job.seed,
+        request_id=job.request_id, prompt_ids=job.prompt.packed, max_tokens=job.max_tokens, seed=job.seed,
         expect_transfer=True, transfer_deadline_s=scenario.transfer_timeout_s))
     prefill, prefill_call = start_prefill(peers, job, decode.name, hit)
     cancel_on_failure(prefill_call, gen)

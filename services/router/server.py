@@ -14,6 +14,7 @@ import time
 import uuid
 from typing import Any, AsyncIterator
 
+import numpy as np
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
@@ -27,6 +28,7 @@ from services.router.api import (
 from services.router.choices import Choice
 from services.router.errors import json_errors
 from services.router.fanout import plan_jobs
+from services.router.intake import PromptIds, checked_ids
 from services.router.metrics import RouterMetrics
 from services.router.pipelines import Finished, Job, Peers, Token, pipeline_for
 from services.router.sse import DONE, ChunkEncoder, error_event
@@ -49,19 +51,24 @@ class Router:
         self.completed = 0
         self.failed = 0
 
-    def job(self, request_id: str, prompt: str | list[int], max_tokens: int, seed: int | None) -> Job:
+    def job(self, request_id: str, prompt: str | np.ndarray, max_tokens: int, seed: int | None,
+            received_unix: float) -> Job:
         # One token per whitespace piece: count them before hashing them all, so a prompt far past the
         # context is refused without holding the event loop for seconds.
         length = len(prompt.split()) if isinstance(prompt, str) else len(prompt)
         if length + max_tokens > self.model.max_context:
             raise ApiError(400, f"prompt ({length} tokens) plus max_tokens ({max_tokens}) exceeds the model's "
                                 f"context of {self.model.max_context} tokens", code="context_length_exceeded")
-        ids = self.tokenizer.encode(prompt) if isinstance(prompt, str) else list(prompt)
-        if not ids:
+        try:
+            ids = PromptIds.of(self.tokenizer.encode(prompt)) if isinstance(prompt, str) else \
+                checked_ids(prompt, self.model.vocab_size)
+        except ValueError as exc:
+            raise ApiError(400, str(exc)) from exc
+        if not len(ids):
             raise ApiError(400, "prompt has no tokens")
-        if isinstance(prompt, list) and not all(0 <= t < self.model.vocab_size for t in ids):
-            raise ApiError(400, f"prompt token ids must lie in 0..{self.model.vocab_size - 1}")
-        return Job(request_id, ids, max_tokens, self.scenario.seed if seed is None else seed, time.time())
+        job = Job(request_id, ids, max_tokens, self.scenario.seed if seed is None else seed, received_unix)
+        job.timeline["received"] = received_unix  # intake (received to prefill_sent) shows in every response
+        return job
 
     async def run(self, job: Job) -> AsyncIterator[Token | Finished]:
         """The pipeline's output, checked: positions 0..max_tokens-1, each exactly once, in order."""
@@ -91,16 +98,18 @@ class Router:
 
 
 async def _handle(request: web.Request, chat: bool) -> web.StreamResponse:
+    received_unix = time.time()  # the headers are in; the body may still be arriving
     router: Router = request.app[ROUTER_KEY]
     headers: dict[str, str] = {}
     try:
         rid = client_request_id(request.headers.get("x-request-id") or None) or uuid.uuid4().hex[:24]
         headers["x-request-id"] = rid
-        body = await parse_body(request, ChatRequest if chat else CompletionRequest)
+        body = await parse_body(request, ChatRequest if chat else CompletionRequest,
+                                {"vocab_size": router.model.vocab_size})
         if body.model != router.scenario.model:
             raise ApiError(404, f"model {body.model!r} is not served here; this mesh serves {router.scenario.model!r}",
                            code="model_not_found")
-        pairs = plan_jobs(router, rid, body, chat)
+        pairs = plan_jobs(router, rid, body, chat, received_unix)
         job = pairs[0][0]
         if body.stream and len(pairs) > 1:
             raise ApiError(400, "streaming answers one prompt with n = 1; send a batch or n > 1 unstreamed",

@@ -95,6 +95,8 @@ def test_single_run_without_server_stats_still_reports(tmp_path):
 
 
 @pytest.mark.parametrize(("stamp", "pipeline", "handed_off", "phase"), [
+    ("received", "P-MD", False, "router intake"),
+    ("received", "colocated", False, "prefill"),
     ("prefill_sent", "P-MD", False, "prefill"),
     ("prefill_done", "P-MD", False, "KV transfer"),
     ("prefill_done", "colocated", False, "main decode (MD)"),

@@ -89,3 +89,13 @@ def test_vocabulary_must_have_room():
         WordTokenizer(1)
     with pytest.raises(ValueError, match="outside the vocabulary"):
         WordTokenizer(10).token_text(10)
+
+
+def test_remembered_pieces_map_as_fresh_ones_do_even_after_the_memory_is_cleared(monkeypatch):
+    import services.engine.tokens as tokens
+    monkeypatch.setattr(tokens, "_MEMO_PIECES", 4)
+    text = "zebra " + WordTokenizer(500).decode(list(range(0, 500, 7))) + " Hello, zebra"
+    remembering = WordTokenizer(500)
+    first, again = remembering.encode(text), remembering.encode(text)
+    assert first == again == [WordTokenizer(500)._piece_id(piece) for piece in text.split()]
+    assert len(remembering._ids) <= len(set(text.split()))

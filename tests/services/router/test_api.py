@@ -45,7 +45,8 @@ def test_a_prompt_list_of_strings_is_a_batch_in_order():
     body = CompletionRequest.model_validate({**BASE, "prompt": ["one", "two words", "three"]})
     assert body.prompts() == ["one", "two words", "three"]
     assert CompletionRequest.model_validate(BASE).prompts() == ["hello"]
-    assert CompletionRequest.model_validate({**BASE, "prompt": [1, 2]}).prompts() == [[1, 2]]
+    (ids,) = CompletionRequest.model_validate({**BASE, "prompt": [1, 2]}).prompts()  # ids: one prompt, not a batch
+    assert ids.tolist() == [1, 2]
     with pytest.raises(ValidationError, match="prompt"):
         CompletionRequest.model_validate({**BASE, "prompt": ["fine", " "]})
 

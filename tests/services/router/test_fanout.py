@@ -33,7 +33,7 @@ def test_a_batch_times_n_is_prompt_major_with_seeds_per_answer(router):
     assert [j.request_id for j, _ in pairs] == ["r1-0", "r1-1", "r1-2", "r1-3"]
     assert [j.seed for j, _ in pairs] == [40, 41, 40, 41]
     assert [c.prompt_text for _, c in pairs] == ["one two", "one two", "three", "three"]
-    assert pairs[0][0].prompt == pairs[1][0].prompt != pairs[2][0].prompt
+    assert pairs[0][0].prompt.ids.tolist() == pairs[1][0].prompt.ids.tolist() != pairs[2][0].prompt.ids.tolist()
 
 
 def test_one_prompt_keeps_the_request_id_and_the_scenario_seed(router):
@@ -44,7 +44,7 @@ def test_one_prompt_keeps_the_request_id_and_the_scenario_seed(router):
 
 def test_a_stop_token_shortens_what_the_mesh_is_asked_for(router):
     (whole, _), = plan_jobs(router, "r3", _body(prompt="stop soon", max_tokens=12), chat=False)
-    ids = fault_free_ids(whole.prompt, 12, whole.seed, router.tokenizer.vocab_size)
+    ids = fault_free_ids(whole.prompt.ids, 12, whole.seed, router.tokenizer.vocab_size)
     (job, choice), = plan_jobs(router, "r3", _body(prompt="stop soon", max_tokens=12, stop_token_ids=[ids[4]]),
                                chat=False)
     assert job.max_tokens == ids.index(ids[4]) + 1 and choice.ending.stop_reason == ids[4]
