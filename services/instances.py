@@ -101,9 +101,15 @@ class RoleProcess:
         self._prompt_hashes: OrderedDict[bytes, list[int]] = OrderedDict()
 
     def load(self) -> float:
-        """Sequences admitted or waiting, as a fraction of what the pool can run at once."""
-        capacity = sum(e.config.running_cap for e in self.engines)
-        return sum(e.load for e in self.engines) / capacity
+        """The tighter of two limits: sequences admitted or waiting against the running cap, and KV
+        blocks held by running sequences against the pool's blocks (docs/pdd.md, "Pipeline choice").
+
+        The running cap derives from the KV pool (services/engine/sizing.py) and runs to thousands, so
+        on its own it would call a relay idle long after its memory is full.
+        """
+        sequences = sum(e.load for e in self.engines) / sum(e.config.running_cap for e in self.engines)
+        blocks = sum(e.cache.used_blocks for e in self.engines) / sum(e.cache.capacity_blocks for e in self.engines)
+        return max(sequences, blocks)
 
     def instance_name(self, engine: Engine) -> str:
         return engine.name

@@ -27,3 +27,16 @@ def test_prompt_hashes_are_computed_once_per_prompt_and_kept_for_recent_prompts(
         process.prompt_hashes(pack_ids([n] * 32), unpack_ids(pack_ids([n] * 32)))
     process.prompt_hashes(packed, unpack_ids(packed))
     assert calls.count(1000) == 2  # forgotten after PROMPT_HASHES_KEPT newer prompts, then hashed again
+
+
+def test_load_is_the_tighter_of_running_cap_and_kv_blocks_held():
+    plan = build_plan(load_scenario("pdd-mini", ()))
+    process = RoleProcess(plan, plan.service("relay-decode"))
+    assert process.load() == 0.0
+    engine = process.engines[0]
+    total = sum(e.cache.capacity_blocks for e in process.engines)
+    held = engine.cache.capacity_blocks // 2
+    # one long sequence's blocks, as admission takes them (no prefix hit)
+    assert engine.cache.admit("long-context", list(range(held)), held) == 0
+    sequences = sum(e.load for e in process.engines) / sum(e.config.running_cap for e in process.engines)
+    assert sequences == 0.0 and process.load() == held / total
