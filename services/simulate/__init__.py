@@ -1,0 +1,1 @@
+"""The simulation's substrate: a virtual clock for the role code (docs/simulate.md)."""
