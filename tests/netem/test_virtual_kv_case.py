@@ -1,0 +1,68 @@
+"""The article's case in virtual time: KV of a 64K-context, 90%-hit agentic workload over one 20 Gbit/s line.
+
+At 80 req/s the missed suffixes need about as much as the line carries, so the
+few low-hit requests queue behind each other and transfer times spread from
+milliseconds to seconds (pdd-system.md, "WAN microbenchmark").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import statistics
+import time
+
+from loadgen.hitbins import DEFAULT_HIT_WEIGHTS, HIT_BIN_EDGES, bin_bounds
+from netem.config import LinkConfig
+from netem.virtual import VirtualLink
+from services.profiles import load_model
+from services.simulate.clock import run_virtual
+from tests.tolerance import assert_at_least, assert_at_most
+
+CONTEXT = 65536
+RATE_RPS = 80.0
+REQUESTS = 1200  # 15 s of arrivals
+LINE = LinkConfig.symmetric(rate="20gbit", delay="10ms", queue="4GiB")
+
+
+def _kv_messages(seed: int) -> list[tuple[float, int]]:
+    """(arrival, bytes of the missed suffix's KV) for Poisson arrivals and the seven-bin hit mix."""
+    rng = random.Random(seed)
+    kv_per_token = load_model("pdd-paper").kv_bytes_per_token
+    t, out = 0.0, []
+    for _ in range(REQUESTS):
+        t += rng.expovariate(RATE_RPS)
+        low, high = bin_bounds(rng.choices(range(len(HIT_BIN_EDGES)), DEFAULT_HIT_WEIGHTS)[0])
+        hit = rng.uniform(low, high)
+        out.append((t, max(1, int(CONTEXT * (1.0 - hit))) * kv_per_token))  # the last token is never cached
+    return out
+
+
+async def _transfer_all(messages: list[tuple[float, int]]) -> list[float]:
+    loop = asyncio.get_running_loop()
+    async with VirtualLink(LINE, seed=1) as link:
+
+        async def one(at: float, nbytes: int) -> float:
+            await asyncio.sleep(at)
+            await link.send("up", nbytes)
+            return loop.time() - at
+
+        return await asyncio.wait_for(asyncio.gather(*(one(at, n) for at, n in messages)), 3600.0)
+
+
+def test_kv_transfers_of_the_agentic_workload_spread_from_milliseconds_to_seconds_in_no_wall_time():
+    messages = _kv_messages(seed=5)
+    started = time.perf_counter()
+    took = run_virtual(_transfer_all(messages))
+    wall = time.perf_counter() - started
+    total = sum(n for _, n in messages)
+    assert_at_least(total, 30e9, "bytes moved (tens of GB)")
+    assert_at_least(max(n for _, n in messages), 200e6, "the largest KV message")
+    assert_at_most(wall, 1.5, "wall seconds for the whole run")
+    ordered = sorted(took)
+    print(f"{total / 1e9:.1f} GB in {len(took)} messages, wall {wall:.3f} s; p50 {ordered[len(ordered) // 2]:.3f} s p99 {ordered[int(len(ordered) * 0.99)]:.3f} s max {ordered[-1]:.3f} s")
+    p50, p99 = ordered[len(ordered) // 2], ordered[int(len(ordered) * 0.99)]
+    assert_at_most(p50, 0.5, "median transfer: high-hit requests move little")
+    assert_at_least(p99, 1.0, "p99 transfer: the low-hit tail queues for seconds")
+    assert min(took) >= 0.010  # never faster than propagation
+    assert statistics.fmean(n for _, n in messages) * RATE_RPS * 8 > 0.5 * 20e9  # the line is well loaded
