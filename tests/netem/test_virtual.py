@@ -240,3 +240,44 @@ def test_bad_message_sizes_are_refused():
         return loop.time()
 
     assert _virtual(LinkConfig.symmetric(delay="5ms"), body) == 0.0
+
+
+def test_the_csv_trace_and_the_yaml_walk_deliver_alike():
+    async def body(link, loop, name):
+        runner = await link.run_schedule(load_schedule(example(name)))
+        await runner.stepped.wait()
+        took = []
+        for start in (1.0, 9.0, 30.0):
+            await asyncio.sleep(start - loop.time())
+            await link.send("up", 64 * 2**20)
+            took.append(loop.time() - start)
+        return took
+
+    yaml_walk = _virtual(LinkConfig(), lambda link, loop: body(link, loop, "kv_wander.yaml"))
+    csv_walk = _virtual(LinkConfig(), lambda link, loop: body(link, loop, "kv_wander_trace.yaml"))
+    # the YAML also sets 2 ms of normal jitter; the trace only the delay
+    assert csv_walk == pytest.approx(yaml_walk, abs=0.02)
+
+
+def test_reconfiguring_keeps_messages_in_flight_and_times_new_ones_anew():
+    async def body(link, loop):
+        async def timed():
+            await link.send("up", 1000)
+            return loop.time()
+
+        first = asyncio.ensure_future(timed())
+        await asyncio.sleep(0.1)
+        link.reconfigure({"both": {"delay": "50ms"}})
+        return await asyncio.gather(first, timed())
+
+    first, second = _virtual(LinkConfig.symmetric(delay="1s"), body)
+    assert first == pytest.approx(1.0) and second == pytest.approx(0.15)
+
+
+def test_a_window_caps_one_connection_at_window_per_round_trip():
+    async def body(link, loop):
+        await link.send("up", 10 * 2**20)
+        return loop.time()
+
+    config = LinkConfig.symmetric(delay="50ms", window="1MiB")  # 1 MiB per 100 ms round trip
+    assert_close(_virtual(config, body), 9 * 0.100 + 0.050, rel=0.0, abs_=0.100)
