@@ -25,12 +25,16 @@ REQUESTS = 1200  # 15 s of arrivals
 LINE = LinkConfig.symmetric(rate="20gbit", delay="10ms", queue="4GiB")
 
 
-def _kv_messages(seed: int) -> list[tuple[float, int]]:
+# The report's other reading of KV size: 4649 KB per 100-token handoff (pdd-system.md).
+HANDOFF_KV_PER_TOKEN = 4649 * 1024 // 100
+
+
+def _kv_messages(seed: int, kv_per_token: int | None = None, requests: int = REQUESTS) -> list[tuple[float, int]]:
     """(arrival, bytes of the missed suffix's KV) for Poisson arrivals and the seven-bin hit mix."""
     rng = random.Random(seed)
-    kv_per_token = load_model("pdd-paper").kv_bytes_per_token
+    kv_per_token = kv_per_token or load_model("pdd-paper").kv_bytes_per_token
     t, out = 0.0, []
-    for _ in range(REQUESTS):
+    for _ in range(requests):
         t += rng.expovariate(RATE_RPS)
         low, high = bin_bounds(rng.choices(range(len(HIT_BIN_EDGES)), DEFAULT_HIT_WEIGHTS)[0])
         hit = rng.uniform(low, high)
@@ -66,3 +70,16 @@ def test_kv_transfers_of_the_agentic_workload_spread_from_milliseconds_to_second
     assert_at_least(p99, 1.0, "p99 transfer: the low-hit tail queues for seconds")
     assert min(took) >= 0.010  # never faster than propagation
     assert statistics.fmean(n for _, n in messages) * RATE_RPS * 8 > 0.5 * 20e9  # the line is well loaded
+
+
+def test_at_the_handoff_kv_size_gb_messages_wander_into_seconds():
+    # Ten times the bytes per token: a 0%-hit request is a 3 GB message and the line is overloaded,
+    # so two seconds of arrivals queue for seconds, the article's 1-20 s.
+    messages = _kv_messages(seed=5, kv_per_token=HANDOFF_KV_PER_TOKEN, requests=160)
+    started = time.perf_counter()
+    took = sorted(run_virtual(_transfer_all(messages)))
+    wall = time.perf_counter() - started
+    assert_at_least(sum(1 for _, n in messages if n >= 1e9), 5, "GB-sized messages")
+    assert_at_most(wall, 1.5, "wall seconds for the whole run")
+    assert_at_least(took[int(len(took) * 0.99)], 5.0, "p99 transfer")
+    assert_at_most(took[0], 1.0, "the fastest transfer: a high-hit request early in the run")
