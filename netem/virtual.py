@@ -127,7 +127,12 @@ class VirtualConnection:
             flow.update_reading()  # born paused if the direction is over its queue bound
 
     async def send(self, direction: Direction, nbytes: int) -> None:
-        """Return when the message's last byte reaches the far end; ConnectionResetError if reset first."""
+        """Return when the message's last byte reaches the far end; ConnectionResetError if reset first.
+
+        An empty message returns once the messages before it have arrived. Cancelled while its
+        bytes are still entering the link, the connection is closed: the stream would be cut
+        mid-message, as a sender that gives up on a transfer closes its socket.
+        """
         if nbytes < 0:
             raise ValueError(f"a message cannot have {nbytes} bytes")
         if self.closed:
@@ -138,13 +143,17 @@ class VirtualConnection:
         receiver.waiting.append((self._sent[direction], done))
         state = flow.direction
         remaining = nbytes
-        while remaining and not self.closed:
-            await sender.resumed.wait()  # the queue bound (or a reset) decides when the sender may go on
-            if self.closed:
-                break
-            piece = min(remaining, state.piece_bytes or MAX_PIECE_BYTES, max(1, state.config.queue // QUEUE_PIECES))
-            flow.feed(self.link.zeros(piece))
-            remaining -= piece
+        try:
+            while remaining and not self.closed:
+                await sender.resumed.wait()  # the queue bound (or a reset) decides when the sender may go on
+                if self.closed:
+                    break
+                piece = min(remaining, state.piece_bytes or MAX_PIECE_BYTES, max(1, state.config.queue // QUEUE_PIECES))
+                flow.feed(self.link.zeros(piece))
+                remaining -= piece
+        except asyncio.CancelledError:
+            self.close()
+            raise
         if nbytes == 0:
             receiver.write(memoryview(b""))
         await done

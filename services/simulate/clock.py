@@ -86,17 +86,20 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
 
 
 class VirtualClock:
-    """`Clock` on a virtual loop: `unix()` is the emulated epoch plus the loop's virtual time."""
+    """`Clock` on a virtual loop: `unix()` is the emulated epoch plus the loop's virtual time.
+
+    Virtual time 0 is the epoch, whenever the clock is made, so stamps do not depend on it.
+    """
 
     def __init__(self, loop: VirtualEventLoop, epoch_unix: float = DEFAULT_EPOCH_UNIX) -> None:
         self._loop = loop
-        self._offset = epoch_unix - loop.time()
+        self.epoch_unix = epoch_unix
 
     def now(self) -> float:
         return self._loop.time()
 
     def unix(self) -> float:
-        return self._offset + self._loop.time()
+        return self.epoch_unix + self._loop.time()
 
 
 def virtual_runner(start: float = 0.0, debug: bool | None = None) -> asyncio.Runner:

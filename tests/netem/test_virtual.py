@@ -281,3 +281,19 @@ def test_a_window_caps_one_connection_at_window_per_round_trip():
 
     config = LinkConfig.symmetric(delay="50ms", window="1MiB")  # 1 MiB per 100 ms round trip
     assert_close(_virtual(config, body), 9 * 0.100 + 0.050, rel=0.0, abs_=0.100)
+
+
+def test_a_send_cancelled_mid_message_closes_its_connection_and_frees_the_queue():
+    async def body(link, loop):
+        conn = link.connect()
+        with pytest.raises(TimeoutError):  # 1 GB over 1 Gbit/s with a 64 MiB bound: still entering at 1 s
+            await asyncio.wait_for(conn.send("up", 1000 * MB), 1.0)
+        with pytest.raises(ConnectionResetError):
+            await conn.send("up", 1)
+        start = loop.time()
+        await link.send("up", 1 * MB)  # the line still carries what had entered, then the new message
+        return loop.time() - start, link.stats()["up"]["queue_bytes"]
+
+    took, held = _virtual(LinkConfig.symmetric(rate="1gbit"), body)
+    assert held == 0
+    assert_at_most(took, 1.0, "a new message after the cancelled one")
