@@ -18,12 +18,12 @@ import os
 import random
 import time
 
-from loadgen.hitbins import DEFAULT_HIT_WEIGHTS, bin_bounds
 from netem.config import LinkConfig
 from netem.link import UserspaceLink
 from netem.virtual import VirtualLink
 from services.profiles import load_model
 from services.simulate.clock import run_virtual
+from services.simulate.kv_case import kv_messages, transfer_all
 
 WAN = LinkConfig.symmetric(rate="20gbit", delay="10ms", queue="4GiB")
 LOOPBACK = LinkConfig.symmetric(delay="15ms", rate="400mbit", queue="8MiB")
@@ -50,33 +50,20 @@ def bench_clock(count: int = 30_000) -> None:
 
 
 def bench_kv_case(seconds: float) -> None:
-    rng = random.Random(3)
-    per_token = load_model("pdd-paper").kv_bytes_per_token
-    arrivals, t = [], rng.expovariate(80.0)
-    while t < seconds:
-        low, high = bin_bounds(rng.choices(range(7), DEFAULT_HIT_WEIGHTS)[0])
-        arrivals.append((t, max(1, int(65536 * (1 - rng.uniform(low, high)))) * per_token))
-        t += rng.expovariate(80.0)
+    messages = kv_messages(random.Random(3), 80.0, int(80 * seconds), load_model("pdd-paper").kv_bytes_per_token)
 
-    async def main() -> list[float]:
-        loop = asyncio.get_running_loop()
+    async def main() -> tuple[list[float], int]:
         async with VirtualLink(WAN, seed=1) as link:
-            async def one(at: float, nbytes: int) -> float:
-                await asyncio.sleep(at)
-                await link.send("up", nbytes)
-                return loop.time() - at
-
-            took = await asyncio.gather(*(one(a, n) for a, n in arrivals))
-            print(f"  line pieces: {link.stats()['up']['chunks']:,}")
-            return took
+            return await transfer_all(link, messages), link.stats()["up"]["chunks"]
 
     started = time.perf_counter()
-    took = sorted(run_virtual(main()))
+    took, pieces = run_virtual(main())
     wall = time.perf_counter() - started
-    total = sum(n for _, n in arrivals)
-    print(f"kv case: {len(arrivals)} messages, {total / 1e9:.1f} GB, {seconds:.0f} s of arrivals in {wall:.2f} s wall "
-          f"({seconds / wall:,.0f}x real time); transfer p50 {took[len(took) // 2]:.3f} s, "
-          f"p99 {took[int(len(took) * 0.99)]:.3f} s, max {took[-1]:.3f} s")
+    took.sort()
+    emulated = messages[-1][0]
+    print(f"kv case: {len(messages)} messages, {sum(n for _, n in messages) / 1e9:.1f} GB, {emulated:.0f} s of "
+          f"arrivals in {wall:.2f} s wall ({emulated / wall:,.0f}x real time), {pieces:,} line pieces; transfer "
+          f"p50 {took[len(took) // 2]:.3f} s, p99 {took[int(len(took) * 0.99)]:.3f} s, max {took[-1]:.3f} s")
 
 
 async def _real_link(repeats: int) -> list[list[float]]:

@@ -53,9 +53,9 @@ async def _serve(steps: PredictedSteps) -> tuple[list[float], Engine]:
 
 def test_engine_steps_end_exactly_where_the_roofline_says():
     steps = PredictedSteps()
-    started = time.perf_counter()
+    started = time.process_time()
     token_times, engine = run_virtual(_serve(steps))
-    wall = time.perf_counter() - started
+    cpu = time.process_time() - started
     stats = engine.stats()
     step_ends = list(itertools.accumulate(steps.seconds))
     assert stats.steps == len(steps.seconds) > 60
@@ -65,4 +65,4 @@ def test_engine_steps_end_exactly_where_the_roofline_says():
     ends = set(step_ends)
     assert all(t in ends for t in token_times)
     assert max(token_times) == step_ends[-1]
-    assert_at_most(wall, 5.0, "wall seconds for the whole run")
+    assert_at_most(cpu, 5.0, "CPU seconds for the whole run")
