@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import signal
+import sys
 import threading
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from services.launcher.processes import (
     STATE_FILE, LaunchError, _alive, _healthy, read_state, start_mesh, stop_processes,
 )
 from services.scenario import ScenarioError, load_scenario
+from services.simulate.realtime import realtime_fit
 
 DEFAULT_RUN_DIR = Path(".pdd-emu")
 
@@ -47,6 +49,11 @@ def cmd_up(args: argparse.Namespace) -> int:
         scenario = load_scenario(args.scenario, args.overrides)
     except ScenarioError as exc:
         fail(str(exc))
+    fit = realtime_fit(scenario)  # before anything starts: a deployment too big for this machine's CPUs
+    if fit.refused:
+        fail(fit.message())
+    if not fit.fits:
+        print(f"pdd-emu: warning: {fit.message()}", file=sys.stderr)
     existing = read_state(args.run_dir)
     if existing and any(_alive(p.pid) for p in existing[1]):
         fail(f"a mesh is already running from {args.run_dir}; stop it with `pdd-emu down --run-dir {args.run_dir}`")

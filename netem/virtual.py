@@ -1,0 +1,218 @@
+"""The userspace link's model applied to message sizes: no sockets, no bytes, any event loop.
+
+    async with VirtualLink(LinkConfig.symmetric(delay="20ms", rate="20gbit"), seed=1) as link:
+        await link.send("up", 3 * 2**30)     # returns when the last byte would be delivered
+
+It is the same machinery as UserspaceLink, not a copy of its formulas: the same
+DirectionState (shared line, jitter source, partition, queue bound), the same
+per-connection Flow (window, line, latency, loss, order) and the same control
+methods, so `reconfigure`, `partition`, `heal`, `reset_connections` and
+`run_schedule` mean what they mean in the mesh. Only the transports differ: a
+message enters the flow as pieces of a shared zero buffer and a counting sink
+stands in for the receiver (docs/simulate.md, "The links").
+
+A message is cut only where the cut changes the result:
+- into pieces of `piece_bytes(rate)` (2 ms of line time), the real link's own
+  cut, so a rate change acts on the rest of a message as it does in the mesh;
+- into at most a quarter of the queue bound, so the bound pauses the sender and
+  resumes it at 75% as the mesh's sockets are paused.
+Timers are the loop's own, armed without lead: on a virtual loop every delivery
+lands exactly on its deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import random
+from collections import deque
+from typing import Callable
+from netem.config import DIRECTIONS, Direction, LinkConfig
+from netem.flow import Flow
+from netem.link import UserspaceLink
+from netem.timers import LoopTimers
+
+NOWHERE = ("virtual", 0)  # a virtual link listens and connects nowhere
+QUEUE_PIECES = 4  # pieces per queue bound, so the bound's 75% low water lets the sender go on
+MAX_PIECE_BYTES = 16 * 2**20  # an unlimited line cuts nothing else; this bounds the zero buffer
+
+
+class _InOrder:
+    """Runs the wake-ups of one loop iteration sorted by connection number.
+
+    The direction notifies its flows by iterating a set, whose order follows
+    memory addresses; waking senders and receivers in that order would make two
+    runs of the same simulation differ. Sorting by the order connections were
+    opened makes them identical.
+    """
+
+    def __init__(self) -> None:
+        self._due: list[tuple[int, int, Callable[[], None]]] = []
+        self._seq = itertools.count()
+
+    def later(self, key: int, callback: Callable[[], None]) -> None:
+        if not self._due:
+            asyncio.get_running_loop().call_soon(self._flush)
+        self._due.append((key, next(self._seq), callback))
+
+    def _flush(self) -> None:
+        due, self._due = sorted(self._due, key=lambda item: item[:2]), []
+        for _, _, callback in due:
+            callback()
+
+
+class _Sender:
+    """Stands in for the sender's socket: the flow pauses and resumes reading from it."""
+
+    def __init__(self, order: _InOrder, key: int) -> None:
+        self._order, self._key = order, key
+        self.resumed = asyncio.Event()
+        self.resumed.set()
+
+    def pause_reading(self) -> None:
+        self.resumed.clear()
+
+    def resume_reading(self) -> None:
+        self._order.later(self._key, self.resumed.set)
+
+    def is_closing(self) -> bool:
+        return False
+
+
+class _Receiver:
+    """Stands in for the receiver's socket: counts delivered bytes and wakes the messages they complete."""
+
+    def __init__(self, order: _InOrder, key: int) -> None:
+        self._order, self._key = order, key
+        self.delivered = 0
+        self.waiting: deque[tuple[int, asyncio.Future[None]]] = deque()  # (stream offset of the last byte, done)
+
+    def write(self, data: memoryview) -> None:
+        self.delivered += len(data)
+        while self.waiting and self.waiting[0][0] <= self.delivered:
+            _, done = self.waiting.popleft()
+            self._order.later(self._key, lambda done=done: done.done() or done.set_result(None))
+
+    def fail(self, error: BaseException) -> None:
+        while self.waiting:
+            _, done = self.waiting.popleft()
+            self._order.later(self._key, lambda done=done: done.done() or done.set_exception(error))
+
+    def can_write_eof(self) -> bool:
+        return False
+
+    def is_closing(self) -> bool:
+        return False
+
+
+class VirtualConnection:
+    """One connection through the link: messages on it arrive in order, as on one TCP stream."""
+
+    def __init__(self, link: VirtualLink) -> None:
+        self.link = link
+        loop = asyncio.get_running_loop()
+        self._flows: dict[Direction, Flow] = {}
+        self._senders: dict[Direction, _Sender] = {}
+        self._receivers: dict[Direction, _Receiver] = {}
+        self._sent = dict.fromkeys(DIRECTIONS, 0)
+        self.number = key = next(link.numbers)
+        for side in DIRECTIONS:  # rng per direction in the order a real connection draws them
+            flow = Flow(link.direction(side), loop, link.connection_rng(side), link.timers)  # type: ignore[arg-type]
+            flow.source = self._senders[side] = _Sender(link.wakeups, key)  # type: ignore[assignment]
+            flow.sink = self._receivers[side] = _Receiver(link.wakeups, key)  # type: ignore[assignment]
+            self._flows[side] = flow
+        self.closed = False
+        link.register(self)  # type: ignore[arg-type]
+        for flow in self._flows.values():
+            flow.update_reading()  # born paused if the direction is over its queue bound
+
+    async def send(self, direction: Direction, nbytes: int) -> None:
+        """Return when the message's last byte reaches the far end; ConnectionResetError if reset first.
+
+        An empty message returns once the messages before it have arrived. Cancelled while its
+        bytes are still entering the link, the connection is closed: the stream would be cut
+        mid-message, as a sender that gives up on a transfer closes its socket.
+        """
+        if nbytes < 0:
+            raise ValueError(f"a message cannot have {nbytes} bytes")
+        if self.closed:
+            raise ConnectionResetError("the connection was reset")
+        flow, sender, receiver = self._flows[direction], self._senders[direction], self._receivers[direction]
+        self._sent[direction] += nbytes
+        done = asyncio.get_running_loop().create_future()
+        receiver.waiting.append((self._sent[direction], done))
+        state = flow.direction
+        remaining = nbytes
+        try:
+            while remaining and not self.closed:
+                await sender.resumed.wait()  # the queue bound (or a reset) decides when the sender may go on
+                if self.closed:
+                    break
+                piece = min(remaining, state.piece_bytes or MAX_PIECE_BYTES, max(1, state.config.queue // QUEUE_PIECES))
+                flow.feed(self.link.zeros(piece))
+                remaining -= piece
+        except asyncio.CancelledError:
+            self.close()
+            raise
+        if nbytes == 0:
+            receiver.write(memoryview(b""))
+        await done
+
+    def reset(self) -> None:
+        for flow in self._flows.values():
+            flow.direction.counters["resets"] += 1
+        self.close(reset=True)
+
+    def close(self, reset: bool = False) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        for side in DIRECTIONS:
+            self._flows[side].close()
+            self._senders[side].resume_reading()  # wake a paused sender so it sees the reset
+            self._receivers[side].fail(ConnectionResetError("the connection was reset"))
+        self.link.forget(self)  # type: ignore[arg-type]
+
+    async def wait_closed(self) -> None:
+        return None  # nothing to close but the flows, closed at once
+
+
+class VirtualLink(UserspaceLink):
+    """A link that shapes message sizes on whatever loop runs it; see the module doc."""
+
+    def __init__(self, config: LinkConfig | None = None, seed: int | random.Random | None = None) -> None:
+        super().__init__(NOWHERE, NOWHERE, config, seed)
+        self._zeros = memoryview(b"")
+        self.numbers = itertools.count()  # connections in the order opened
+        self.wakeups = _InOrder()
+
+    async def start(self) -> VirtualLink:
+        self._loop = asyncio.get_running_loop()
+        self.timers = LoopTimers(self._loop, lead=0.0)  # type: ignore[assignment]
+        for state in self._directions.values():
+            state.bind(self._loop.time, self.timers)  # type: ignore[arg-type]
+        return self
+
+    async def __aenter__(self) -> VirtualLink:
+        return await self.start()
+
+    def connect(self) -> VirtualConnection:
+        """A new connection; refused with ConnectionResetError while a reject partition lasts."""
+        if self.rejecting():
+            self.direction("up").counters["resets"] += 1
+            raise ConnectionResetError("the link rejects connections (partition)")
+        return VirtualConnection(self)
+
+    async def send(self, direction: Direction, nbytes: int) -> None:
+        """One message on a connection of its own (a pool with a free connection), then closed."""
+        conn = self.connect()
+        try:
+            await conn.send(direction, nbytes)
+        finally:
+            conn.close()
+
+    def zeros(self, nbytes: int) -> memoryview:
+        """A read-only view of nbytes zeros; the flows count bytes and never look at them."""
+        if len(self._zeros) < nbytes:
+            self._zeros = memoryview(bytes(nbytes))
+        return self._zeros[:nbytes]
