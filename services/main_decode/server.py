@@ -98,6 +98,9 @@ class DecodeService(pb_grpc.DecodeServicer):
             return
         yield pb.GenerateEvent(token=pb.TokenEvent(position=0, token=transfer.first_token, t_unix=time.time()))
         if request.max_tokens == 1:
+            if request.relay:  # prefill's token was the whole output: the request ends on the relay
+                stats.finished_on_relay, stats.relay_tokens = True, 1
+                self.relay.finished_here += 1
             yield pb.GenerateEvent(stats=stats)
             return
         seq = Sequence(request_id=rid, context=prompt + [transfer.first_token], prompt_len=len(prompt),
