@@ -47,15 +47,20 @@ experiments: $(STAMP) ## reproduce the PDD report's measurements into out/experi
 	for name in $(EXPERIMENTS); do $(BIN)/pdd-emu experiment $$name $(if $(QUICK),--quick,) --out out/experiments || exit 1; done
 
 COMPOSE := docker compose -f compose/compose.yaml
+# compose reads compose/.env; the links' control token is made there once, random, readable by its owner only.
+COMPOSE_ENV := compose/.env
 
-up: ## run the mesh as Docker containers (PDD_EMU_SCENARIO, PDD_EMU_SET, PDD_EMU_PORT; docs/compose.md)
+$(COMPOSE_ENV):
+	umask 077 && printf 'PDD_EMU_LINK_TOKEN=%s\n' "$$(od -An -N24 -tx1 /dev/urandom | tr -d ' \n')" > $@
+
+up: $(COMPOSE_ENV) ## run the mesh as Docker containers (PDD_EMU_SCENARIO, PDD_EMU_SET, PDD_EMU_PORT; docs/compose.md)
 	PDD_EMU_SCENARIO=$${PDD_EMU_SCENARIO:-$(SCENARIO)} $(COMPOSE) up -d --build --wait
 	@echo "router: http://localhost:$${PDD_EMU_PORT:-8000}"
 
-down: ## stop the Docker mesh and remove its plan volume
+down: $(COMPOSE_ENV) ## stop the Docker mesh and remove its plan volume
 	$(COMPOSE) --profile load --profile chaos --profile netem down -v --remove-orphans
 
-logs: ## follow the Docker mesh's logs
+logs: $(COMPOSE_ENV) ## follow the Docker mesh's logs
 	$(COMPOSE) logs -f
 
 test-compose: $(STAMP) ## the Docker tests: build, run both DCs, break and recover (needs a Docker engine)
