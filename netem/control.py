@@ -35,6 +35,7 @@ from netem.metrics import link_registry, render
 from netem.schedule import PartitionStep, parse_posted
 
 log = logging.getLogger(__name__)
+KEEPALIVE_S = 15.0
 MAX_BODY_BYTES = 1 << 20  # a schedule of thousands of steps; aiohttp refuses more with 413 before reading it
 
 LINK = web.AppKey("link", UserspaceLink)
@@ -194,7 +195,8 @@ class ControlServer:
         self.address: tuple[str, int] | None = None
 
     async def start(self) -> tuple[str, int]:
-        self._runner = web.AppRunner(self._app, access_log=None)
+        # An idle connection, or one whose request headers have not all arrived, is closed after this.
+        self._runner = web.AppRunner(self._app, access_log=None, keepalive_timeout=KEEPALIVE_S)
         await self._runner.setup()
         await web.TCPSite(self._runner, self._host, self._port).start()
         bound = self._runner.addresses[0]

@@ -16,7 +16,7 @@ import grpc
 
 from services.engine.sequence import EngineFull, FinishedEvent, Sequence
 from services.instances import RoleProcess
-from services.kv.receiver import KvReceiver, TransferFailed, TransferTable
+from services.kv.receiver import KvReceiver, ReceiverLimits, TransferFailed, TransferTable
 from services.launcher.plan import MeshPlan, ServicePlan
 from services.kv.shipper import KvShipper, ShipRefused
 from services.main_decode.handoff import take_over, take_over_by_kv
@@ -32,7 +32,8 @@ class DecodeService(pb_grpc.DecodeServicer):
         self.process = process
         self.scenario = process.plan.scenario
         self.transfers = TransferTable()
-        self.receiver = KvReceiver(self.transfers, process.service.listen_host, process.service.kv_port)
+        self.receiver = KvReceiver(self.transfers, process.service.listen_host, process.service.kv_port,
+                                   ReceiverLimits(frame_read_s=self.scenario.transfer_timeout_s))
         self.relay = RelayLedger()
         self._relay_stubs: dict[str, pb_grpc.DecodeStub] = {}
         self._channels = []
@@ -219,7 +220,8 @@ class DecodeService(pb_grpc.DecodeServicer):
         t = self.transfers
         return {"transfers_completed": t.completed, "transfers_failed": t.failed, "transfers_pending": t.pending,
                 "kv_bytes_received": t.bytes_received, "orphan_frames": t.orphan_frames,
-                "bad_frames": self.receiver.bad_frames, "relayed": len(self.relay.requests),
+                "bad_frames": self.receiver.bad_frames, **self.receiver.stats(),
+                "relayed": len(self.relay.requests),
                 "relay_handoffs": self.relay.handoffs, "relay_finished_here": self.relay.finished_here,
                 "handoffs": dict(self.handoffs)}
 

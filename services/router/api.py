@@ -7,13 +7,17 @@ output length: the emulated model emits no early end-of-sequence.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from typing import Any, Literal
 
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError, field_validator
 
-MAX_BODY_BYTES = 16 * 1024 * 1024  # a 128K-token prompt as JSON ids fits well within this
+# A 128K-token prompt is about 1 MiB as JSON ids or as text; the cap keeps the worst body's parse (and the
+# router's event loop stall) to tens of ms, and aiohttp refuses more while reading, before any parsing.
+MAX_BODY_BYTES = 4 * 1024 * 1024
+BODY_READ_S = 30.0  # a body that trickles in slower than this is refused (408), its connection freed
 # A request id names the request's KV transfers and rides in gRPC metadata and KV frame headers on
 # every hop, so it must be short plain ASCII; "/" is left out because internal ids append "/handoff".
 REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
@@ -89,7 +93,11 @@ async def parse_body(request: web.Request, schema: type[BaseModel]) -> BaseModel
     if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
         raise ApiError(413, f"request body of {request.content_length} bytes exceeds {MAX_BODY_BYTES}")
     try:
+        async with asyncio.timeout(BODY_READ_S):
+            await request.read()
         data = await request.json()
+    except TimeoutError as exc:
+        raise ApiError(408, f"request body not received within {BODY_READ_S:g} s") from exc
     except web.HTTPRequestEntityTooLarge as exc:
         raise ApiError(413, f"request body exceeds {MAX_BODY_BYTES} bytes") from exc
     except (ValueError, UnicodeDecodeError) as exc:

@@ -20,7 +20,7 @@ from prometheus_client import CollectorRegistry
 
 from services.engine.tokens import WordTokenizer
 from services.launcher.plan import MeshPlan, ServicePlan
-from services.observability import add_ops_routes, serve_until_signalled
+from services.observability import HttpLimits, add_ops_routes, serve_until_signalled, start_http
 from services.profiles import load_model
 from services.router.api import (
     MAX_BODY_BYTES, ApiError, ChatRequest, CompletionRequest, chat_prompt, client_request_id, parse_body,
@@ -223,9 +223,10 @@ def build_app(plan: MeshPlan) -> web.Application:
 
 
 async def serve(plan: MeshPlan, service: ServicePlan) -> None:
-    runner = web.AppRunner(build_app(plan), shutdown_timeout=10.0)
-    await runner.setup()
-    await web.TCPSite(runner, service.listen_host, service.http_port).start()
+    # Every request in flight holds a connection; twice the in-flight cap leaves room for idle keep-alives.
+    limits = HttpLimits(max_connections=2 * plan.scenario.max_inflight + 64)
+    runner, _ = await start_http(build_app(plan), service.listen_host, service.http_port, limits,
+                                 shutdown_timeout=10.0)
     log.info("router listening on http://%s:%d (%s)", service.host, service.http_port, plan.scenario.mode.value)
     await serve_until_signalled(asyncio.Event())
     # SIGTERM: stop accepting, give in-flight requests the shutdown timeout to finish, then fail them.
