@@ -44,6 +44,7 @@ class Router:
         self.active_ids: set[str] = set()
         self.completed = 0
         self.failed = 0
+        self.cancelled = 0  # the client hung up before the end
 
     def job(self, request_id: str, prompt: str | list[int], max_tokens: int, seed: int | None) -> Job:
         # One token per whitespace piece: count them before hashing them all, so a prompt far past the
@@ -73,7 +74,8 @@ class Router:
             yield item
 
     def stats(self) -> dict[str, Any]:
-        return {"role": "router", "inflight": self.inflight, "completed": self.completed, "failed": self.failed}
+        return {"role": "router", "inflight": self.inflight, "completed": self.completed, "failed": self.failed,
+                "cancelled": self.cancelled}
 
 
 def _chunk(rid: str, created: int, model: str, text: str, chat: bool, finish: str | None = None) -> dict:
@@ -171,10 +173,16 @@ async def _respond(request, router: Router, job: Job, stream: bool, chat: bool, 
                          kind="timeout_error")
     except ApiError as exc:
         error = exc
-    except (ConnectionResetError, asyncio.CancelledError):
-        router.failed += 1
+    except (ConnectionResetError, asyncio.CancelledError) as exc:
+        # The client hung up (aiohttp cancels the handler when its connection closes, streamed or not):
+        # leaving here cancels every stage's call in the pipelines' finally blocks, which frees the engines'
+        # slots and KV and stops the transfers. Expected, so one INFO line and no traceback.
+        router.cancelled += 1
         router.metrics.errors.labels("client_closed").inc()
-        raise
+        log.info("request %s cancelled: the client hung up after %d tokens", job.request_id, len(texts))
+        if isinstance(exc, asyncio.CancelledError):
+            raise
+        return response if response is not None else web.Response(status=499)  # nobody reads it
     except Exception as exc:  # a defect here, not upstream: the client still gets an explicit error, not a cut stream
         log.exception("request %s failed inside the router", job.request_id)
         error = ApiError(500, f"internal router error ({type(exc).__name__})", kind="server_error")
@@ -226,7 +234,7 @@ async def serve(plan: MeshPlan, service: ServicePlan) -> None:
     # Every request in flight holds a connection; twice the in-flight cap leaves room for idle keep-alives.
     limits = HttpLimits(max_connections=2 * plan.scenario.max_inflight + 64)
     runner, _ = await start_http(build_app(plan), service.listen_host, service.http_port, limits,
-                                 shutdown_timeout=10.0)
+                                 shutdown_timeout=10.0, handler_cancellation=True)
     log.info("router listening on http://%s:%d (%s)", service.host, service.http_port, plan.scenario.mode.value)
     await serve_until_signalled(asyncio.Event())
     # SIGTERM: stop accepting, give in-flight requests the shutdown timeout to finish, then fail them.
