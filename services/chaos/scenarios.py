@@ -50,7 +50,7 @@ def _partitions(quick: bool, mode: str, rng: random.Random) -> list:
 
 
 def _kill(role_of: Callable[[str], Role]) -> Phases:
-    return lambda quick, mode, rng: [KillRestart(role_of(mode), down_s=3 if quick else 10)]
+    return lambda quick, mode, rng: [KillRestart(role_of(mode))]
 
 
 def _overload_check(windows: list[Window], by_pipeline: dict) -> list[str]:
