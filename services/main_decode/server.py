@@ -38,6 +38,7 @@ class DecodeService(pb_grpc.DecodeServicer):
         self._relay_stubs: dict[str, pb_grpc.DecodeStub] = {}
         self._channels = []
         self.handoffs = {"one-shot": 0, "catch-up": 0}
+        self.relay_missing = 0  # requests main decode decoded alone: the relay never had them
         self.shipper = KvShipper(process.plan, process.service.name)  # the relay's KV, in pdd-kvship only
         self.kv_bytes_per_token = load_model(self.scenario.model).kv_bytes_per_token
 
@@ -84,17 +85,22 @@ class DecodeService(pb_grpc.DecodeServicer):
             async for event in self._stream(handle, stats, hit_from_engine=True):
                 yield event
             return
+        if request.relay:
+            self.relay.expect(rid)
         try:
             transfer = await self.transfers.wait(rid, request.transfer_deadline_s or self.scenario.transfer_timeout_s)
-        except TransferFailed as exc:
-            await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
+        except BaseException as exc:
+            self.relay.settle(rid)
+            if isinstance(exc, TransferFailed):
+                await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
+            raise
         finally:
             self.transfers.discard(rid)
         stats.kv_transfer_s, stats.kv_arrived_unix = transfer.seconds, transfer.finished_at
         stats.kv_real_bytes, stats.kv_emulated_bytes = transfer.real_bytes, transfer.emulated_bytes
         stats.hit_tokens = len(prompt) - transfer.num_tokens
         if request.handoff_from:
-            async for event in self._take_over(request, prompt, engine, stats, context):
+            async for event in self._take_over(request, prompt, engine, stats, context, transfer.first_token):
                 yield event
             return
         yield pb.GenerateEvent(token=pb.TokenEvent(position=0, token=transfer.first_token, t_unix=time.time()))
@@ -102,11 +108,16 @@ class DecodeService(pb_grpc.DecodeServicer):
             if request.relay:  # prefill's token was the whole output: the request ends on the relay
                 stats.finished_on_relay, stats.relay_tokens = True, 1
                 self.relay.finished_here += 1
+                self.relay.settle(rid)
             yield pb.GenerateEvent(stats=stats)
             return
         seq = Sequence(request_id=rid, context=prompt + [transfer.first_token], prompt_len=len(prompt),
                        kv_tokens=len(prompt), generate=request.max_tokens - 1, first_position=1, seed=request.seed)
-        handle = await self._submit(engine, seq, context)
+        try:
+            handle = await self._submit(engine, seq, context)
+        except BaseException:
+            self.relay.settle(rid)
+            raise
         if request.relay:
             self.relay.add(rid, handle, transfer.first_token, request.max_tokens, request.relay_cap)
         try:
@@ -115,7 +126,7 @@ class DecodeService(pb_grpc.DecodeServicer):
         finally:
             self.relay.remove(rid)
 
-    async def _take_over(self, request, prompt, engine, stats, context):
+    async def _take_over(self, request, prompt, engine, stats, context, first_token: int):
         relay = self._relay_stub(request.handoff_from)
         try:
             if request.kv_ship:
@@ -126,6 +137,12 @@ class DecodeService(pb_grpc.DecodeServicer):
         except TransferFailed as exc:
             await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
         except grpc.aio.AioRpcError as exc:
+            if exc.code() is grpc.StatusCode.NOT_FOUND:
+                # The relay never decoded it (its own transfer missed the deadline): this KV is the only
+                # one, so decode the whole request here, from prefill's token on.
+                async for event in self._decode_alone(request, prompt, engine, stats, context, first_token):
+                    yield event
+                return
             await context.abort(grpc.StatusCode.UNAVAILABLE, f"handoff from {request.handoff_from} failed: "
                                                              f"{exc.details() or exc.code().name}")
         except (EngineFull, ValueError) as exc:
@@ -140,6 +157,18 @@ class DecodeService(pb_grpc.DecodeServicer):
         async for event in self._stream(outcome.handle, stats, hit_from_engine=False):
             if event.HasField("token") and not stats.handoff_stall_s:
                 stats.handoff_stall_s = time.time() - outcome.started_unix
+            yield event
+
+    async def _decode_alone(self, request, prompt, engine, stats, context, first_token: int):
+        self.relay_missing += 1
+        stats.handed_off_at = 0
+        yield pb.GenerateEvent(token=pb.TokenEvent(position=0, token=first_token, t_unix=time.time()))
+        if request.max_tokens == 1:
+            yield pb.GenerateEvent(stats=stats)
+            return
+        seq = Sequence(request_id=request.request_id, context=prompt + [first_token], prompt_len=len(prompt),
+                       kv_tokens=len(prompt), generate=request.max_tokens - 1, first_position=1, seed=request.seed)
+        async for event in self._stream(await self._submit(engine, seq, context), stats, hit_from_engine=False):
             yield event
 
     async def _wait_handoff_kv(self, transfer_id: str):
@@ -183,6 +212,7 @@ class DecodeService(pb_grpc.DecodeServicer):
 
     async def Handoff(self, request, context):
         try:
+            await self.relay.settled(request.request_id, self.scenario.transfer_timeout_s)
             ids, end, stopped, finished = await self.relay.handoff(request.request_id, request.from_position,
                                                                    request.stop)
         except KeyError:
@@ -223,7 +253,7 @@ class DecodeService(pb_grpc.DecodeServicer):
                 "bad_frames": self.receiver.bad_frames, **self.receiver.stats(),
                 "relayed": len(self.relay.requests),
                 "relay_handoffs": self.relay.handoffs, "relay_finished_here": self.relay.finished_here,
-                "handoffs": dict(self.handoffs)}
+                "handoffs": dict(self.handoffs), "decoded_without_relay": self.relay_missing}
 
     async def close(self) -> None:
         await self.receiver.stop()

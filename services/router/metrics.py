@@ -30,6 +30,8 @@ class RouterMetrics:
         self.handoffs = Counter("pdd_handoffs", "Relay-to-main handoffs", ["mode"], registry=registry)
         self.prefix_hits = Counter("vllm:prefix_cache_hits", "Prompt tokens served from a prefix cache",
                                    ["stage"], registry=registry)
+        self.degraded = Counter("pdd_degraded_requests", "Requests served in a degraded mode (docs/reliability.md)",
+                                ["kind"], registry=registry)
 
     def finished(self, pdd: dict, prompt_tokens: int, tokens: int) -> None:
         self.success.labels("length").inc()
@@ -44,3 +46,5 @@ class RouterMetrics:
         self.prefix_hits.labels("decode").inc(pdd["decode_hit_tokens"])
         if pdd.get("handoff"):
             self.handoffs.labels(pdd["handoff"]["mode"]).inc()
+        if pdd.get("degraded"):
+            self.degraded.labels(pdd["degraded"]).inc()

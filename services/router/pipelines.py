@@ -19,7 +19,7 @@ from services.launcher.plan import MeshPlan, ServicePlan
 from services.profiles import load_model
 from services.router.api import ApiError
 from services.rpc import pb, pb_grpc, channel, metadata
-from services.types import Mode, Pipeline, Role
+from services.types import Degraded, Mode, Pipeline, Role
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +46,22 @@ class Job:
         self.timeline[stage] = time.time()
 
 
+class PrefillTarget:
+    """The prefill pool serving a request: the one picked, or the next when that one was down."""
+
+    def __init__(self, service: ServicePlan) -> None:
+        self.service = service
+        self.passed_over: list[str] = []
+
+    @property
+    def name(self) -> str:
+        return self.service.name
+
+    @property
+    def degraded(self) -> str | None:
+        return Degraded.PREFILL_DOWN.value if self.passed_over else None
+
+
 class Peers:
     """One gRPC channel per peer service, opened at start-up, closed at shutdown."""
 
@@ -64,7 +80,7 @@ class Peers:
         await asyncio.gather(*self._cancels, return_exceptions=True)
         await asyncio.gather(*(c.close() for c in self._channels.values()))
 
-    def abandon_transfer(self, prefill: ServicePlan, job: Job) -> None:
+    def abandon_transfer(self, prefill: PrefillTarget, job: Job) -> None:
         """The request ended before its KV landed: stop the bytes nobody will read.
 
         Without this a failed or abandoned request's transfer keeps its place on the WAN, so after
@@ -74,7 +90,7 @@ class Peers:
         self._cancels.add(task)
         task.add_done_callback(self._cancels.discard)
 
-    async def _cancel_transfer(self, prefill: ServicePlan, job: Job) -> None:
+    async def _cancel_transfer(self, prefill: PrefillTarget, job: Job) -> None:
         try:
             await self.prefill[prefill.name].CancelTransfer(
                 pb.CancelRequest(request_id=job.request_id, reason="the request ended"), timeout=5.0,
@@ -89,6 +105,21 @@ class Peers:
         pools = self.services(Role.PREFILL)
         self._next_prefill = (self._next_prefill + 1) % len(pools)
         return pools[self._next_prefill]
+
+    async def prefill_any(self, request, job: Job, target: PrefillTarget):
+        """Prefill on target's pool, or on the next when that one is unreachable (a degraded mode)."""
+        pools = self.services(Role.PREFILL)
+        start = pools.index(target.service)
+        for step in range(len(pools)):
+            target.service = pools[(start + step) % len(pools)]
+            try:
+                return await self.prefill[target.name].Prefill(
+                    request, timeout=self.plan.scenario.request_timeout_s, metadata=metadata(job.request_id))
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() is not grpc.StatusCode.UNAVAILABLE or step == len(pools) - 1:
+                    raise
+                target.passed_over.append(target.name)
+
 
     async def best_decode(self, job: Job, roles: tuple[Role, ...]) -> tuple[ServicePlan, int]:
         """The decode pool holding the longest prefix of the prompt (ties: least loaded).
@@ -113,7 +144,7 @@ class Peers:
 def base_stats(mode: Mode, pipeline: Pipeline) -> dict[str, Any]:
     return {"mode": mode.value, "pipeline": pipeline.value, "prefill_hit_tokens": 0, "decode_hit_tokens": 0,
             "wan_bytes": 0, "kv_transfer_s": 0.0, "rld_tokens": 0, "md_tokens": 0, "handoff": None,
-            "singular": False, "fallback": False, "timeline": {}}
+            "singular": False, "fallback": False, "degraded": None, "timeline": {}}
 
 
 def map_rpc_error(exc: grpc.aio.AioRpcError, stage: str) -> ApiError:
@@ -159,16 +190,15 @@ async def colocated(peers: Peers, job: Job, mode: Mode) -> AsyncIterator[Token |
 
 
 def start_prefill(peers: Peers, job: Job, target: str, hit: int, secondary: str = "",
-                  secondary_hit: int = 0) -> tuple[ServicePlan, asyncio.Future]:
+                  secondary_hit: int = 0) -> tuple[PrefillTarget, asyncio.Future]:
     plan = peers.plan
     request = pb.PrefillRequest(
         request_id=job.request_id, prompt=job.prompt, seed=job.seed, kv_target=target, receiver_hit_tokens=hit,
         kv_bytes_per_token=peers.kv_bytes_per_token, byte_scale=plan.scenario.byte_scale,
         kv_target_secondary=secondary, secondary_hit_tokens=secondary_hit)
     job.mark("prefill_sent")
-    prefill = peers.pick_prefill()
-    return prefill, asyncio.ensure_future(peers.prefill[prefill.name].Prefill(
-        request, timeout=plan.scenario.request_timeout_s, metadata=metadata(job.request_id)))
+    prefill = PrefillTarget(peers.pick_prefill())
+    return prefill, asyncio.ensure_future(peers.prefill_any(request, job, prefill))
 
 
 def cancel_on_failure(call: asyncio.Future, *streams) -> None:
@@ -226,6 +256,7 @@ async def run_p_d(peers: Peers, job: Job, mode: Mode, decode: ServicePlan, hit: 
         elif not landed and not prefill_call.cancelled() and prefill_call.exception() is None:
             peers.abandon_transfer(prefill, job)
     stats["prefill_hit_tokens"] = reply.hit_tokens
+    stats["degraded"] = prefill.degraded
     job.timeline["prefill_done"] = reply.prefill_done_unix
     if peers.plan.link(prefill.name, decode.name).kind == "wan":
         stats["wan_bytes"] = reply.kv_bytes_emulated

@@ -10,7 +10,7 @@ import pytest
 from services.launcher.plan import build_plan
 from services.router.api import ApiError
 from services.router.pdd import _relay_load, relay_dispatches
-from services.router.pipelines import Job, Peers, raise_pipeline_error
+from services.router.pipelines import Job, Peers, PrefillTarget, raise_pipeline_error
 from services.scenario import load_scenario
 from services.types import Role
 
@@ -85,3 +85,53 @@ async def test_the_decoders_error_when_prefill_is_fine_and_a_cancellation_stays_
     prefill.set_result(None)
     with pytest.raises(asyncio.CancelledError):
         raise_pipeline_error(asyncio.CancelledError(), prefill, "decode")
+
+
+class _Prefill:
+    def __init__(self, answer: str | None) -> None:
+        self.answer, self.calls = answer, 0
+
+    async def Prefill(self, request, timeout, metadata):  # noqa: N802 (the gRPC method's name)
+        self.calls += 1
+        if self.answer is None:
+            raise _rpc_error(grpc.StatusCode.UNAVAILABLE, "failed to connect to all addresses")
+        return self.answer
+
+
+def _two_prefill_pools() -> Peers:
+    scenario = load_scenario("pdd-mini")
+    pools = list(scenario.pools) + [scenario.pools[0].model_copy(update={"name": "prefill-b"})]
+    peers = Peers.__new__(Peers)
+    peers.plan = build_plan(scenario.model_copy(update={"pools": tuple(pools)}))
+    return peers
+
+
+async def test_a_prefill_pool_that_is_down_passes_its_request_to_the_next():
+    peers = _two_prefill_pools()
+    peers.prefill = {"prefill": _Prefill(None), "prefill-b": _Prefill("reply from b")}
+    target = PrefillTarget(peers.plan.service("prefill"))
+    assert await peers.prefill_any(object(), Job("r", [1, 2], 4, 0, 0.0), target) == "reply from b"
+    assert target.name == "prefill-b" and target.passed_over == ["prefill"] and target.degraded == "prefill-down"
+
+
+async def test_when_every_prefill_pool_is_down_the_request_fails_with_503():
+    peers = _two_prefill_pools()
+    peers.prefill = {"prefill": _Prefill(None), "prefill-b": _Prefill(None)}
+    target = PrefillTarget(peers.plan.service("prefill-b"))
+    with pytest.raises(grpc.aio.AioRpcError):
+        await peers.prefill_any(object(), Job("r", [1, 2], 4, 0, 0.0), target)
+    assert peers.prefill["prefill"].calls == peers.prefill["prefill-b"].calls == 1
+
+
+async def test_a_prefill_gone_once_the_relay_finished_fails_nothing_and_names_no_other_stage():
+    from services.router.pdd import _stop_wan_transfer
+
+    class _Gone:
+        async def CancelTransfer(self, request, timeout, metadata):  # noqa: N802
+            raise _rpc_error(grpc.StatusCode.UNAVAILABLE, "ipv4:127.0.0.1:1234: Connection refused")
+
+    peers = _peers("pdd-mini")
+    peers.prefill = {"prefill": _Gone()}
+    # Before, this error escaped as "relay decode failed: ipv4:...", the prefill's address under the relay's name.
+    assert await _stop_wan_transfer(peers, PrefillTarget(peers.plan.service("prefill")), Job("r", [1], 1, 0, 0.0)) \
+        is False
