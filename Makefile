@@ -9,7 +9,7 @@ SCENARIO ?= pdd-mini
 LOAD_DURATION ?= 300s
 
 .DEFAULT_GOAL := help
-.PHONY: help venv run test test-fast test-compose test-chaos load bench experiments up down logs clean
+.PHONY: help venv run test test-fast test-compose test-chaos soak-faults load bench experiments up down logs clean
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -34,6 +34,9 @@ test-fast: $(STAMP) ## unit tests only (no processes, namespaces or docker)
 
 test-chaos: $(STAMP) ## every chaos scenario, quick, in both modes: real meshes under load (about 12 min)
 	$(BIN)/python -m pytest -m chaos tests/chaos --durations=12 $(PYTEST_ARGS)
+
+soak-faults: $(STAMP) ## a different fault every minute for 30 min under load: 0 lost, RSS bounded (QUICK=1: 3 min; not in CI)
+	$(BIN)/pdd-emu chaos fault-soak $(if $(QUICK),--quick,) --json --run-dir out/soak-faults
 
 load: $(STAMP) ## Locust soak of pdd-mini at its rated load: zero errors, RSS of every process (LOAD_DURATION=300s)
 	$(BIN)/pdd-emu chaos soak --duration $(LOAD_DURATION)

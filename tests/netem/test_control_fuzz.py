@@ -116,29 +116,29 @@ def _reset(served: _LinkThread) -> None:
     assert status == 200
 
 
+def _send_and_check(served: _LinkThread, method: str, path: str, body: bytes) -> None:
+    _answered(*_call(served, method, path, body))
+    _reset(served)
+    _assert_sane(served)
+
+
 @FUZZ
 @given(body=patches)
 def test_arbitrary_config_patches(served, body):
-    _answered(*_call(served, "PATCH", "/config", json.dumps(body).encode()))
-    _reset(served)
-    _assert_sane(served)
+    _send_and_check(served, "PATCH", "/config", json.dumps(body).encode())
 
 
 @FUZZ
 @given(body=partitions)
 def test_arbitrary_partitions(served, body):
-    _answered(*_call(served, "POST", "/partition", json.dumps(body).encode()))
-    _reset(served)
-    _assert_sane(served)
+    _send_and_check(served, "POST", "/partition", json.dumps(body).encode())
 
 
 @FUZZ
 @given(body=schedules, as_yaml=st.booleans())
 def test_arbitrary_schedules(served, body, as_yaml):
     text = yaml.safe_dump(body) if as_yaml else json.dumps(body)
-    _answered(*_call(served, "POST", "/schedule", text.encode()))
-    _reset(served)
-    _assert_sane(served)
+    _send_and_check(served, "POST", "/schedule", text.encode())
 
 
 @FUZZ
@@ -146,6 +146,4 @@ def test_arbitrary_schedules(served, body, as_yaml):
                                                              "DELETE /partition", "POST /reset", "PUT /config"]))
 def test_arbitrary_bytes(served, data, method):
     verb, path = method.split(" ")
-    _answered(*_call(served, verb, path, data))
-    _reset(served)
-    _assert_sane(served)
+    _send_and_check(served, verb, path, data)

@@ -33,12 +33,17 @@ def _peers(preset: str, **decode) -> Peers:
     return peers
 
 
-def _two_decode_pools():
-    scenario = load_scenario("pd-cross-mini")
-    pools = list(scenario.pools) + [scenario.pools[1].model_copy(update={"name": "decode-b"})]
+def _with_a_second_pool(preset: str, index: int, name: str) -> Peers:
+    """Peers of `preset` plus a copy named `name` of its pool number `index`."""
+    scenario = load_scenario(preset)
+    pools = list(scenario.pools) + [scenario.pools[index].model_copy(update={"name": name})]
     peers = Peers.__new__(Peers)
     peers.plan = build_plan(scenario.model_copy(update={"pools": tuple(pools)}))
     return peers
+
+
+def _two_decode_pools():
+    return _with_a_second_pool("pd-cross-mini", 1, "decode-b")
 
 
 async def test_a_decode_pool_that_does_not_answer_is_skipped():
@@ -99,11 +104,7 @@ class _Prefill:
 
 
 def _two_prefill_pools() -> Peers:
-    scenario = load_scenario("pdd-mini")
-    pools = list(scenario.pools) + [scenario.pools[0].model_copy(update={"name": "prefill-b"})]
-    peers = Peers.__new__(Peers)
-    peers.plan = build_plan(scenario.model_copy(update={"pools": tuple(pools)}))
-    return peers
+    return _with_a_second_pool("pdd-mini", 0, "prefill-b")
 
 
 async def test_a_prefill_pool_that_is_down_passes_its_request_to_the_next():
