@@ -18,16 +18,17 @@ from services.engine.sequence import EngineFull, FinishedEvent, Sequence
 from services.instances import RoleProcess
 from services.kv.receiver import KvReceiver, ReceiverLimits, TransferFailed, TransferTable
 from services.launcher.plan import MeshPlan, ServicePlan
-from services.kv.shipper import KvShipper, ShipRefused
+from services.kv.shipper import KvShipper
 from services.main_decode.handoff import take_over, take_over_by_kv
 from services.profiles import load_model
 from services.relay_decode.relay import RelayLedger
+from services.relay_decode.servicer import RelayServicer
 from services.rpc import channel, pb, pb_grpc
 
 log = logging.getLogger(__name__)
 
 
-class DecodeService(pb_grpc.DecodeServicer):
+class DecodeService(RelayServicer, pb_grpc.DecodeServicer):
     def __init__(self, process: RoleProcess) -> None:
         self.process = process
         self.scenario = process.plan.scenario
@@ -209,31 +210,6 @@ class DecodeService(pb_grpc.DecodeServicer):
                 yield pb.GenerateEvent(stats=stats)
         finally:
             handle.cancel()  # a no-op once finished; frees the blocks if the caller went away
-
-    async def Handoff(self, request, context):
-        try:
-            await self.relay.settled(request.request_id, self.scenario.transfer_timeout_s)
-            ids, end, stopped, finished = await self.relay.handoff(request.request_id, request.from_position,
-                                                                   request.stop)
-        except KeyError:
-            await context.abort(grpc.StatusCode.NOT_FOUND, f"{request.request_id} is not relayed here")
-        except TimeoutError:
-            await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, f"{request.request_id}: relay did not reach its cut")
-        if request.ship_kv_to and stopped and not finished:
-            try:  # pdd-kvship: the KV of every relay token but the last crosses the WAN
-                await self.shipper.ship(f"{request.request_id}/handoff", request.ship_kv_to, max(0, end - 1),
-                                        self.kv_bytes_per_token, self.scenario.byte_scale)
-            except (ShipRefused, KeyError, grpc.aio.AioRpcError) as exc:
-                await context.abort(grpc.StatusCode.UNAVAILABLE, f"shipping the relay's KV failed: {exc}")
-        return pb.HandoffReply(tokens=ids, end_position=end, stopped=stopped, finished=finished,
-                               relay_load=self.process.load())
-
-    async def SetLimit(self, request, context):
-        try:
-            self.relay.set_limit(request.request_id, None if request.limit < 0 else request.limit)
-        except KeyError:
-            await context.abort(grpc.StatusCode.NOT_FOUND, f"{request.request_id} is not relayed here")
-        return pb.Empty()
 
     async def Health(self, request, context):
         return pb.HealthReply(serving=not self.process.draining, role=self.process.service.role.value,

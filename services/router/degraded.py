@@ -2,7 +2,7 @@
 
 - Main decode down: the relay serves whole requests, prefill shipping the KV to it alone over
   RDMA (P-RLD, `fallback`). Only while the relay has room: a saturated relay still means 503.
-- A prefill pool down: the prefill goes to another pool (`Peers.prefill_any`).
+- A prefill pool down: the prefill goes to another pool (`services/router/prefill_target.py`).
 - The relay's transfer missed its deadline while main decode holds the KV: main decode decodes
   from the first token itself (services/main_decode/server.py) and the router streams it.
 

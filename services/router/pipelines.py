@@ -18,8 +18,9 @@ import grpc
 from services.launcher.plan import MeshPlan, ServicePlan
 from services.profiles import load_model
 from services.router.api import ApiError
+from services.router.prefill_target import PrefillTarget, prefill_any
 from services.rpc import pb, pb_grpc, channel, metadata
-from services.types import Degraded, Mode, Pipeline, Role
+from services.types import Mode, Pipeline, Role
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,22 +45,6 @@ class Job:
 
     def mark(self, stage: str) -> None:
         self.timeline[stage] = time.time()
-
-
-class PrefillTarget:
-    """The prefill pool serving a request: the one picked, or the next when that one was down."""
-
-    def __init__(self, service: ServicePlan) -> None:
-        self.service = service
-        self.passed_over: list[str] = []
-
-    @property
-    def name(self) -> str:
-        return self.service.name
-
-    @property
-    def degraded(self) -> str | None:
-        return Degraded.PREFILL_DOWN.value if self.passed_over else None
 
 
 class Peers:
@@ -105,21 +90,6 @@ class Peers:
         pools = self.services(Role.PREFILL)
         self._next_prefill = (self._next_prefill + 1) % len(pools)
         return pools[self._next_prefill]
-
-    async def prefill_any(self, request, job: Job, target: PrefillTarget):
-        """Prefill on target's pool, or on the next when that one is unreachable (a degraded mode)."""
-        pools = self.services(Role.PREFILL)
-        start = pools.index(target.service)
-        for step in range(len(pools)):
-            target.service = pools[(start + step) % len(pools)]
-            try:
-                return await self.prefill[target.name].Prefill(
-                    request, timeout=self.plan.scenario.request_timeout_s, metadata=metadata(job.request_id))
-            except grpc.aio.AioRpcError as exc:
-                if exc.code() is not grpc.StatusCode.UNAVAILABLE or step == len(pools) - 1:
-                    raise
-                target.passed_over.append(target.name)
-
 
     async def best_decode(self, job: Job, roles: tuple[Role, ...]) -> tuple[ServicePlan, int]:
         """The decode pool holding the longest prefix of the prompt (ties: least loaded).
@@ -198,7 +168,7 @@ def start_prefill(peers: Peers, job: Job, target: str, hit: int, secondary: str 
         kv_target_secondary=secondary, secondary_hit_tokens=secondary_hit)
     job.mark("prefill_sent")
     prefill = PrefillTarget(peers.pick_prefill())
-    return prefill, asyncio.ensure_future(peers.prefill_any(request, job, prefill))
+    return prefill, asyncio.ensure_future(prefill_any(peers, request, job, prefill))
 
 
 def cancel_on_failure(call: asyncio.Future, *streams) -> None:

@@ -10,7 +10,8 @@ import pytest
 from services.launcher.plan import build_plan
 from services.router.api import ApiError
 from services.router.pdd import _relay_load, relay_dispatches
-from services.router.pipelines import Job, Peers, PrefillTarget, raise_pipeline_error
+from services.router.pipelines import Job, Peers, raise_pipeline_error
+from services.router.prefill_target import PrefillTarget, prefill_any
 from services.scenario import load_scenario
 from services.types import Role
 
@@ -111,7 +112,7 @@ async def test_a_prefill_pool_that_is_down_passes_its_request_to_the_next():
     peers = _two_prefill_pools()
     peers.prefill = {"prefill": _Prefill(None), "prefill-b": _Prefill("reply from b")}
     target = PrefillTarget(peers.plan.service("prefill"))
-    assert await peers.prefill_any(object(), Job("r", [1, 2], 4, 0, 0.0), target) == "reply from b"
+    assert await prefill_any(peers, object(), Job("r", [1, 2], 4, 0, 0.0), target) == "reply from b"
     assert target.name == "prefill-b" and target.passed_over == ["prefill"] and target.degraded == "prefill-down"
 
 
@@ -120,7 +121,7 @@ async def test_when_every_prefill_pool_is_down_the_request_fails_with_503():
     peers.prefill = {"prefill": _Prefill(None), "prefill-b": _Prefill(None)}
     target = PrefillTarget(peers.plan.service("prefill-b"))
     with pytest.raises(grpc.aio.AioRpcError):
-        await peers.prefill_any(object(), Job("r", [1, 2], 4, 0, 0.0), target)
+        await prefill_any(peers, object(), Job("r", [1, 2], 4, 0, 0.0), target)
     assert peers.prefill["prefill"].calls == peers.prefill["prefill-b"].calls == 1
 
 
