@@ -123,3 +123,11 @@ async def test_a_full_queue_held_by_a_long_delay_drains_once_the_delay_is_set_ba
     writer.close()
     assert got == payload
     assert link.stats()["up"]["queue_bytes"] == 0
+
+
+async def test_an_infinite_size_is_a_400_not_a_500(api):
+    # Found by tests/netem/test_control_fuzz.py: int(inf) raised OverflowError inside the size parser.
+    link, _, client = api
+    for field in ("queue", "window", "loss_unit", "initial_window"):
+        status, reply = await client.call("PATCH", "/config", data=json.dumps({"up": {field: float("inf")}}))
+        assert status == 400 and field in reply["error"] and "finite" in reply["error"], reply
