@@ -33,9 +33,10 @@ from netem.config import ConfigError
 from netem.link import UserspaceLink
 from netem.metrics import link_registry, render
 from netem.schedule import PartitionStep, parse_posted
+from services.http_limits import REFUSED_MESSAGE, HttpLimits, start_http
 
 log = logging.getLogger(__name__)
-KEEPALIVE_S = 15.0
+LIMITS = HttpLimits(keepalive_s=15.0, max_connections=32)  # an operator's calls, and a chaos run's
 MAX_BODY_BYTES = 1 << 20  # a schedule of thousands of steps; aiohttp refuses more with 413 before reading it
 
 LINK = web.AppKey("link", UserspaceLink)
@@ -195,10 +196,9 @@ class ControlServer:
         self.address: tuple[str, int] | None = None
 
     async def start(self) -> tuple[str, int]:
-        # An idle connection, or one whose request headers have not all arrived, is closed after this.
-        self._runner = web.AppRunner(self._app, access_log=None, keepalive_timeout=KEEPALIVE_S)
-        await self._runner.setup()
-        await web.TCPSite(self._runner, self._host, self._port).start()
+        # Idle and header-less connections are closed after the keep-alive; a 33rd gets a 503.
+        self._runner, _ = await start_http(self._app, self._host, self._port, LIMITS,
+                                           refusal={"error": REFUSED_MESSAGE}, access_log=None)
         bound = self._runner.addresses[0]
         self.address = (bound[0], bound[1])
         return self.address

@@ -25,7 +25,8 @@ from services.engine.roofline import RooflineClock
 from services.engine.scheduler import Engine, EngineConfig, SequenceHandle
 from services.engine.sequence import FinishedEvent, TokenEvent
 from services.launcher.plan import MeshPlan, ServicePlan
-from services.observability import HttpLimits, add_ops_routes, start_http
+from services.http_limits import HttpLimits, start_http
+from services.observability import add_ops_routes
 from services.profiles import load_gpu, load_model
 from services.rpc import server as grpc_server
 

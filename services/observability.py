@@ -1,15 +1,9 @@
-"""What every service exposes besides its own API: /health, /metrics, /stats, loop lag, bounded serving.
+"""What every service exposes besides its own API: /health, /metrics, /stats, and loop lag.
 
 The event-loop lag monitor measures how late a periodic timer fires; the
 emulator's own overhead distorts emulated timings by about that much, so it is
 exported (pdd_event_loop_lag_seconds) and kept for p99 reports.
 
-Every HTTP server of the mesh starts through `start_http`, which bounds what a
-client can hold (docs/reliability.md, "Bounded connections"): an idle or
-header-less connection is closed after `keepalive_s` (aiohttp closes a
-connection still waiting for a request's headers at its keep-alive timeout,
-so this is also the header deadline), and past `max_connections` a new one
-gets a 503 and is closed at once.
 """
 
 from __future__ import annotations
@@ -18,7 +12,6 @@ import asyncio
 import collections
 import json
 import time
-from dataclasses import dataclass
 from typing import Callable
 
 from aiohttp import web
@@ -102,60 +95,6 @@ def add_ops_routes(app: web.Application, registry: CollectorRegistry, stats: Cal
 
     app.cleanup_ctx.append(lag_ctx)
     return lag
-
-
-@dataclass(frozen=True)
-class HttpLimits:
-    keepalive_s: float = 15.0  # idle keep-alive, and the time a request's headers may take
-    max_connections: int = 256
-
-
-_REFUSED_BODY = json.dumps({"error": {"message": "too many open connections; retry later",
-                                      "type": "server_error", "param": None, "code": None}}).encode()
-_REFUSED = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: close\r\n"
-            b"Retry-After: 1\r\nContent-Length: %d\r\n\r\n%s" % (len(_REFUSED_BODY), _REFUSED_BODY))
-
-
-class _Refused(asyncio.Protocol):
-    """A connection past the cap: one 503, then closed; it costs nothing while it lasts."""
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        transport.write(_REFUSED)  # type: ignore[attr-defined]
-        transport.close()
-
-
-class BoundedSite(web.TCPSite):
-    """A TCPSite that admits at most `max_connections` connections at once."""
-
-    def __init__(self, runner: web.AppRunner, host: str, port: int, max_connections: int) -> None:
-        super().__init__(runner, host, port)
-        self.max_connections = max_connections
-        self.refused = 0
-
-    async def start(self) -> None:
-        await web.BaseSite.start(self)
-        server = self._runner.server
-        assert server is not None
-
-        def admit() -> asyncio.Protocol:
-            if len(server.connections) >= self.max_connections:
-                self.refused += 1
-                return _Refused()
-            return server()
-
-        self._server = await asyncio.get_running_loop().create_server(
-            admit, self._host, self._port, backlog=self._backlog, reuse_address=self._reuse_address)
-        self._bound_port = self._server.sockets[0].getsockname()[1]
-
-
-async def start_http(app: web.Application, host: str, port: int, limits: HttpLimits = HttpLimits(),
-                     **runner_options) -> tuple[web.AppRunner, BoundedSite]:
-    """Serve `app` on host:port under `limits`; the caller cleans the runner up."""
-    runner = web.AppRunner(app, keepalive_timeout=limits.keepalive_s, **runner_options)
-    await runner.setup()
-    site = BoundedSite(runner, host, port, limits.max_connections)
-    await site.start()
-    return runner, site
 
 
 async def serve_until_signalled(stop: asyncio.Event) -> None:

@@ -31,7 +31,7 @@ from netem.control import ControlServer
 from netem.link import UserspaceLink
 from netem.schedule import load_schedule
 from services.launcher.plan import LinkPlan, MeshPlan
-from services.observability import HttpLimits, start_http
+from services.http_limits import HttpLimits, start_http
 
 log = logging.getLogger(__name__)
 TOKEN_ENV = "PDD_EMU_LINK_TOKEN"  # the same variable `pdd-emu link` reads

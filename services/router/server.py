@@ -20,7 +20,8 @@ from prometheus_client import CollectorRegistry
 
 from services.engine.tokens import WordTokenizer
 from services.launcher.plan import MeshPlan, ServicePlan
-from services.observability import HttpLimits, add_ops_routes, serve_until_signalled, start_http
+from services.http_limits import HttpLimits, start_http
+from services.observability import add_ops_routes, serve_until_signalled
 from services.profiles import load_model
 from services.router.api import (
     MAX_BODY_BYTES, ApiError, ChatRequest, CompletionRequest, chat_prompt, client_request_id, parse_body,

@@ -131,3 +131,18 @@ async def test_an_infinite_size_is_a_400_not_a_500(api):
     for field in ("queue", "window", "loss_unit", "initial_window"):
         status, reply = await client.call("PATCH", "/config", data=json.dumps({"up": {field: float("inf")}}))
         assert status == 400 and field in reply["error"] and "finite" in reply["error"], reply
+
+
+async def test_connections_past_the_cap_get_a_json_503(api):
+    from netem.control import LIMITS
+
+    _, _, client = api
+    port = int(client.base.rsplit(":", 1)[1])
+    held = [await asyncio.open_connection("127.0.0.1", port) for _ in range(LIMITS.max_connections)]
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    answer = await asyncio.wait_for(reader.read(), WAIT_S)
+    writer.close()
+    head, body = answer.split(b"\r\n\r\n", 1)
+    assert head.startswith(b"HTTP/1.1 503") and "too many" in json.loads(body)["error"]
+    for _, w in held:
+        w.close()

@@ -1,4 +1,4 @@
-"""Bounded serving (services/observability.py start_http): idle, header-less and surplus connections are let go."""
+"""Bounded serving (services/http_limits.py start_http): idle, header-less and surplus connections are let go."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import json
 import pytest
 from aiohttp import web
 
-from services.observability import HttpLimits, start_http
+from services.http_limits import HttpLimits, start_http
 from tests.tolerance import assert_at_most
 
 WAIT_S = 10.0
