@@ -1,4 +1,4 @@
-"""The links' control token: compose has no default for it, and `make up` makes a random one."""
+"""compose.yaml without Docker: no default control token (`make up` makes a random one), restart policies."""
 
 from __future__ import annotations
 
@@ -36,3 +36,10 @@ def test_make_up_writes_a_fresh_random_token_once(tmp_path):
                            capture_output=True, text=True, timeout=30)
     assert (tmp_path / "a" / "compose" / ".env").read_text().strip().endswith(first)  # kept, not replaced
     assert again.returncode == 0
+
+
+def test_services_restart_on_failure_and_one_shot_tools_do_not():
+    services = yaml.safe_load((ROOT / "compose" / "compose.yaml").read_text())["services"]
+    one_shots = {"plan", "locust", "chaos", "wan-netem"}
+    for name, service in services.items():
+        assert service["restart"] == ("no" if name in one_shots else "on-failure:5"), name
