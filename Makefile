@@ -9,7 +9,7 @@ SCENARIO ?= pdd-mini
 LOAD_DURATION ?= 300s
 
 .DEFAULT_GOAL := help
-.PHONY: help venv run test test-fast test-compose test-chaos load bench experiments up down logs clean
+.PHONY: help venv run test test-fast test-compose test-chaos soak-faults load bench experiments up down logs clean
 
 help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -35,6 +35,9 @@ test-fast: $(STAMP) ## unit tests only (no processes, namespaces or docker)
 test-chaos: $(STAMP) ## every chaos scenario, quick, in both modes: real meshes under load (about 12 min)
 	$(BIN)/python -m pytest -m chaos tests/chaos --durations=12 $(PYTEST_ARGS)
 
+soak-faults: $(STAMP) ## a different fault every minute for 30 min under load: 0 lost, RSS bounded (QUICK=1: 3 min; not in CI)
+	$(BIN)/pdd-emu chaos fault-soak $(if $(QUICK),--quick,) --json --run-dir out/soak-faults
+
 load: $(STAMP) ## Locust soak of pdd-mini at its rated load: zero errors, RSS of every process (LOAD_DURATION=300s)
 	$(BIN)/pdd-emu chaos soak --duration $(LOAD_DURATION)
 
@@ -47,15 +50,20 @@ experiments: $(STAMP) ## reproduce the PDD report's measurements into out/experi
 	for name in $(EXPERIMENTS); do $(BIN)/pdd-emu experiment $$name $(if $(QUICK),--quick,) --out out/experiments || exit 1; done
 
 COMPOSE := docker compose -f compose/compose.yaml
+# compose reads compose/.env; the links' control token is made there once, random, readable by its owner only.
+COMPOSE_ENV := compose/.env
 
-up: ## run the mesh as Docker containers (PDD_EMU_SCENARIO, PDD_EMU_SET, PDD_EMU_PORT; docs/compose.md)
+$(COMPOSE_ENV):
+	umask 077 && printf 'PDD_EMU_LINK_TOKEN=%s\n' "$$(od -An -N24 -tx1 /dev/urandom | tr -d ' \n')" > $@
+
+up: $(COMPOSE_ENV) ## run the mesh as Docker containers (PDD_EMU_SCENARIO, PDD_EMU_SET, PDD_EMU_PORT; docs/compose.md)
 	PDD_EMU_SCENARIO=$${PDD_EMU_SCENARIO:-$(SCENARIO)} $(COMPOSE) up -d --build --wait
 	@echo "router: http://localhost:$${PDD_EMU_PORT:-8000}"
 
-down: ## stop the Docker mesh and remove its plan volume
+down: $(COMPOSE_ENV) ## stop the Docker mesh and remove its plan volume
 	$(COMPOSE) --profile load --profile chaos --profile netem down -v --remove-orphans
 
-logs: ## follow the Docker mesh's logs
+logs: $(COMPOSE_ENV) ## follow the Docker mesh's logs
 	$(COMPOSE) logs -f
 
 test-compose: $(STAMP) ## the Docker tests: build, run both DCs, break and recover (needs a Docker engine)

@@ -20,26 +20,33 @@ DIRECTIONS: tuple[Direction, Direction] = ("up", "down")
 JitterDist = Literal["uniform", "normal", "pareto", "paretonormal"]
 
 MSS_BYTES = 1448  # the payload of one 1500-byte Ethernet frame with TCP timestamps
+# Bounds on every numeric field (docs/netem.md, "Control API"): far past any line this emulates,
+# yet short enough that a mistyped value cannot hold a link's bytes for hours.
+MAX_DELAY_S = 600.0  # delay and jitter; the round trip may be twice this
+MAX_RATE_BPS = 10e12  # 10 Tbit/s
+MAX_BYTES = 2**40  # queue and windows: 1 TiB
+MAX_LOSS_UNIT_BYTES = 64 * 2**20
+MAX_LOSS_STALL_S = 60.0
 
 
 class DirectionConfig(BaseModel):
     """The impairments of one direction. Every field has a working default: no shaping."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
-    delay: float = Field(0.0, ge=0, description="one-way propagation delay, seconds")
-    jitter: float = Field(0.0, ge=0, description="jitter scale (sigma), seconds")
+    delay: float = Field(0.0, ge=0, le=MAX_DELAY_S, description="one-way propagation delay, seconds")
+    jitter: float = Field(0.0, ge=0, le=MAX_DELAY_S, description="jitter scale (sigma), seconds")
     jitter_dist: JitterDist = Field("uniform", description="jitter distribution, as tc netem names them")
     correlation: float = Field(0.0, ge=0, le=1, description="weight of the previous jitter draw (netem's rho)")
-    rate: float | None = Field(None, gt=0, description="line rate, bits per second; None is unlimited")
-    queue: int = Field(64 * 2**20, gt=0, description="bytes the direction may hold before it stops reading")
+    rate: float | None = Field(None, gt=0, le=MAX_RATE_BPS, description="line rate, bits per second; None is unlimited")
+    queue: int = Field(64 * 2**20, gt=0, le=MAX_BYTES, description="bytes the direction may hold before it stops reading")
     loss: float = Field(0.0, ge=0, le=1, description="probability that one loss unit is lost")
-    loss_unit: int = Field(MSS_BYTES, gt=0, description="bytes per loss unit (one segment-equivalent)")
-    loss_stall: float = Field(0.2, ge=0, description="stall per lost unit, seconds (Linux's minimum RTO)")
-    window: int | None = Field(None, gt=0, description="cap on bytes in flight per connection; None: no cap")
+    loss_unit: int = Field(MSS_BYTES, gt=0, le=MAX_LOSS_UNIT_BYTES, description="bytes per loss unit (one segment-equivalent)")
+    loss_stall: float = Field(0.2, ge=0, le=MAX_LOSS_STALL_S, description="stall per lost unit, seconds (Linux's minimum RTO)")
+    window: int | None = Field(None, gt=0, le=MAX_BYTES, description="cap on bytes in flight per connection; None: no cap")
     slow_start: bool = Field(False, description="restart from initial_window after an idle RTO")
-    initial_window: int = Field(10 * MSS_BYTES, gt=0, description="slow-start initial window, bytes")
-    rtt: float | None = Field(None, gt=0, description="round trip for the window model; None: up + down delay")
+    initial_window: int = Field(10 * MSS_BYTES, gt=0, le=MAX_BYTES, description="slow-start initial window, bytes")
+    rtt: float | None = Field(None, gt=0, le=2 * MAX_DELAY_S, description="round trip for the window model; None: up + down delay")
 
     @field_validator("delay", "jitter", "loss_stall", mode="before")
     @classmethod

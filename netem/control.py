@@ -5,7 +5,7 @@
     PATCH /config                {"up"|"down"|"both": {field: value}}  -> 400 on a bad field
     GET  /stats                  per-direction counters
     GET  /metrics                Prometheus text (the link's own registry)
-    POST /schedule               schedule YAML text, or {"path": "file.yaml"}
+    POST /schedule               schedule YAML/JSON text, or {"name": "<shipped schedule>"}
     GET  /schedule, DELETE /schedule
     POST /partition              {"mode": "blackhole"|"reject", "direction": ..., "duration": "5s"}
     DELETE /partition            heal (?direction=up|down|both)
@@ -13,6 +13,8 @@
 
 Bound to loopback it may run without a token; anywhere else it refuses to
 start without one. With a token every call needs `Authorization: Bearer <token>`.
+Every answer, errors included (unknown route, oversized body, a defect), is JSON;
+the API never reads a file named by a caller.
 """
 
 from __future__ import annotations
@@ -20,10 +22,9 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import json
-from pathlib import Path
+import logging
 from typing import Any, Awaitable, Callable
 
-import yaml
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry
 from pydantic import ValidationError
@@ -31,7 +32,12 @@ from pydantic import ValidationError
 from netem.config import ConfigError
 from netem.link import UserspaceLink
 from netem.metrics import link_registry, render
-from netem.schedule import PartitionStep, load_schedule, parse_schedule
+from netem.schedule import PartitionStep, parse_posted
+from services.http_limits import REFUSED_MESSAGE, HttpLimits, start_http
+
+log = logging.getLogger(__name__)
+LIMITS = HttpLimits(keepalive_s=15.0, max_connections=32)  # an operator's calls, and a chaos run's
+MAX_BODY_BYTES = 1 << 20  # a schedule of thousands of steps; aiohttp refuses more with 413 before reading it
 
 LINK = web.AppKey("link", UserspaceLink)
 METRICS = web.AppKey("metrics", CollectorRegistry)
@@ -49,6 +55,21 @@ def is_loopback(host: str) -> bool:
 
 def _error(status: type[web.HTTPException], message: str, **headers: str) -> web.HTTPException:
     return status(text=json.dumps({"error": message}), content_type="application/json", headers=headers or None)
+
+
+@web.middleware
+async def _json_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """aiohttp's own errors (404, 405, 413) and any defect answer JSON like the API's own 400s."""
+    try:
+        return await handler(request)
+    except web.HTTPException as exc:
+        if exc.content_type == "application/json" or exc.status < 400:
+            raise
+        allow = {"Allow": exc.headers["Allow"]} if "Allow" in exc.headers else None
+        return web.json_response({"error": exc.text or exc.reason}, status=exc.status, headers=allow)
+    except Exception:
+        log.exception("control API defect on %s %s", request.method, request.path)
+        return web.json_response({"error": "internal error in the link's control API"}, status=500)
 
 
 def _auth_middleware(token: str) -> Callable[[web.Request, Handler], Awaitable[web.StreamResponse]]:
@@ -69,6 +90,8 @@ async def _json_body(request: web.Request) -> Any:
         return await request.json()
     except (json.JSONDecodeError, UnicodeDecodeError):
         raise _error(web.HTTPBadRequest, "the body is not valid JSON") from None
+    except RecursionError:
+        raise _error(web.HTTPBadRequest, "the body's JSON is nested too deeply") from None
 
 
 def _address(addr: tuple[str, int] | None) -> str | None:
@@ -103,14 +126,9 @@ async def metrics(request: web.Request) -> web.Response:
 
 
 async def post_schedule(request: web.Request) -> web.Response:
-    text = await request.text()
     try:
-        data = yaml.safe_load(text)
-        if isinstance(data, dict) and set(data) == {"path"}:
-            schedule = load_schedule(Path(str(data["path"])))
-        else:
-            schedule = parse_schedule(text)
-    except (ConfigError, yaml.YAMLError) as err:
+        schedule = parse_posted(await request.text())
+    except (ConfigError, UnicodeDecodeError) as err:
         raise _error(web.HTTPBadRequest, str(err)) from None
     runner = await request.app[LINK].run_schedule(schedule)
     return web.json_response(runner.status())
@@ -148,7 +166,8 @@ async def post_reset(request: web.Request) -> web.Response:
 
 
 def build_app(link: UserspaceLink, token: str | None = None, name: str = "link") -> web.Application:
-    app = web.Application(middlewares=[_auth_middleware(token)] if token else [])
+    app = web.Application(middlewares=[_json_errors, *([_auth_middleware(token)] if token else [])],
+                          client_max_size=MAX_BODY_BYTES)
     app[LINK] = link
     app[METRICS] = link_registry(link, name)
     app.router.add_get("/health", health)
@@ -177,9 +196,9 @@ class ControlServer:
         self.address: tuple[str, int] | None = None
 
     async def start(self) -> tuple[str, int]:
-        self._runner = web.AppRunner(self._app, access_log=None)
-        await self._runner.setup()
-        await web.TCPSite(self._runner, self._host, self._port).start()
+        # Idle and header-less connections are closed after the keep-alive; a 33rd gets a 503.
+        self._runner, _ = await start_http(self._app, self._host, self._port, LIMITS,
+                                           refusal={"error": REFUSED_MESSAGE}, access_log=None)
         bound = self._runner.addresses[0]
         self.address = (bound[0], bound[1])
         return self.address

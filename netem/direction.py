@@ -56,6 +56,25 @@ class DirectionState:
         for flow in list(self.flows):
             flow.configure(config, rtt)
         self.update_limit()
+        if self.over_limit:
+            self._drain_at_new_settings()
+
+    def _drain_at_new_settings(self) -> None:
+        """A full queue must not stay full on the old settings (docs/netem.md, "Delay line").
+
+        Held bytes keep their deadlines on a reconfiguration, except when the direction is over its
+        bound afterwards: reading is paused then, and bytes stamped under a long delay or a slow rate
+        would keep it paused for as long as those settings said. Each held deadline is capped at the
+        one a byte entering now would get behind all of them, so the queue drains at the settings in
+        force. Deadlines only move earlier and stay in order; nothing is dropped.
+        """
+        now = self.line.now()
+        if now is None:
+            return
+        line_free = now + (self.held_bytes * 8.0 / self.config.rate if self.config.rate else 0.0)
+        self.line.cap_free_at(line_free)
+        for flow in list(self.flows):
+            flow.cap_deadlines(line_free + self.config.delay)
 
     def bind(self, clock: Callable[[], float], timers: Timers) -> None:
         """Attach the running loop's clock and timers (the link does this when it starts)."""

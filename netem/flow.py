@@ -11,6 +11,7 @@ timer makes one write late, not the ones after it (docs/netem.md, "Delay line").
 from __future__ import annotations
 
 import asyncio
+import itertools
 import random
 from collections import deque
 from typing import Any, Callable
@@ -95,6 +96,14 @@ class Flow:
         self._unstamped -= 1
         if self._queue and self._queue[0] is chunk:
             self.release()  # otherwise a timer is already armed for an older chunk
+
+    def cap_deadlines(self, latest: float) -> None:
+        """No stamped chunk waits past `latest` (see DirectionState._drain_at_new_settings)."""
+        for chunk in itertools.islice(self._queue, len(self._queue) - self._unstamped):
+            if chunk.deadline > latest:
+                chunk.deadline = latest
+        self.order.last_deadline = min(self.order.last_deadline, latest)
+        self.release()
 
     # -- output ----------------------------------------------------------
     def release(self) -> None:

@@ -27,6 +27,7 @@ from services.engine.roofline import RooflineClock
 from services.engine.scheduler import Engine, EngineConfig, SequenceHandle
 from services.engine.sequence import FinishedEvent, TokenEvent
 from services.launcher.plan import MeshPlan, ServicePlan
+from services.http_limits import HttpLimits, start_http
 from services.observability import add_ops_routes
 from services.profiles import load_gpu, load_model
 from services.rpc import server as grpc_server
@@ -168,9 +169,8 @@ class RoleProcess:
         await server.start()
         app = web.Application()
         add_ops_routes(app, self.registry, lambda: {**self.stats(), **extra_stats()})
-        runner = web.AppRunner(app)
-        await runner.setup()
-        await web.TCPSite(runner, self.service.listen_host, self.service.http_port).start()
+        runner, _ = await start_http(app, self.service.listen_host, self.service.http_port,
+                                     HttpLimits(max_connections=64))  # /health, /metrics, /stats only
         log.info("%s (%s) serving gRPC on %s, %d instance(s)", self.service.name, self.service.role.value,
                  self.service.grpc_address, len(self.engines))
         stop = asyncio.Event()

@@ -3,6 +3,7 @@
 The event-loop lag monitor measures how late a periodic timer fires; the
 emulator's own overhead distorts emulated timings by about that much, so it is
 exported (pdd_event_loop_lag_seconds) and kept for p99 reports.
+
 """
 
 from __future__ import annotations

@@ -49,3 +49,10 @@ class LaunchStyle(str, enum.Enum):
 
     EAGER = "eager"  # prefill and extend steps
     CUDA_GRAPH = "cuda-graph"  # decode-only steps, as serving engines replay them
+
+
+class Degraded(str, enum.Enum):
+    """How a request was served while part of the mesh was down (services/router/degraded.py)."""
+    MAIN_DECODE_DOWN = "main-decode-down"  # the relay served it whole (P-RLD)
+    PREFILL_DOWN = "prefill-down"  # another prefill pool took it
+    RELAY_TRANSFER_LATE = "relay-transfer-deadline"  # main decode decoded it whole

@@ -8,6 +8,7 @@ sizes accept both decimal (KB, MB, GB) and binary (KiB, MiB, GiB) prefixes.
 
 from __future__ import annotations
 
+import math
 import re
 
 _NUMBER = r"(?P<value>[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(?P<unit>[A-Za-z%/]*)"
@@ -53,7 +54,10 @@ def parse_rate(text: str | float | int) -> float:
 
 def parse_size(text: str | float | int) -> int:
     """'64MiB' -> 67108864 bytes. A bare number means bytes."""
-    return int(round(_scale(text, "size", _SIZE_UNITS, "b")))
+    value = _scale(text, "size", _SIZE_UNITS, "b")
+    if not math.isfinite(value):  # int() of it would raise OverflowError, which no caller expects
+        raise ValueError(f"size {text!r} is not a finite number of bytes")
+    return int(round(value))
 
 
 def parse_fraction(text: str | float | int) -> float:

@@ -58,6 +58,15 @@ class Line:
         self.rate_bps = config.rate
         self.pump()
 
+    def now(self) -> float | None:
+        return self._clock() if self._clock else None
+
+    def cap_free_at(self, latest: float) -> None:
+        """The line is free by `latest` at the most (a full queue re-timed to a new rate)."""
+        if self.free_at > latest:
+            self.free_at = latest
+            self.pump()
+
     def finish_of(self, chunk: Chunk) -> float:
         start = max(self.free_at, chunk.deadline)
         return start if self.rate_bps is None else start + chunk.size * 8.0 / self.rate_bps

@@ -59,6 +59,12 @@ class StreamJudge:
             return self.end("lost", f"unreadable SSE event {data[:120]!r}")
         if "error" in event:
             message = (event["error"] or {}).get("message") if isinstance(event["error"], dict) else None
+            received = "".join(self.pieces)
+            if not self.expected_text.startswith(received):
+                # Wrong tokens, then an error: the error does not excuse what the client was already shown.
+                return self.end("corrupted", f"tokens before the error differ from the fault-free text after "
+                                             f"{_common_words(received, self.expected_text)} matching words; then: "
+                                             f"{message or data[:120]}")
             return self.end("failed" if message else "lost", message or f"error event without a message: {data[:120]}")
         choice = (event.get("choices") or [{}])[0]
         text = choice.get("text") or (choice.get("delta") or {}).get("content") or ""

@@ -112,10 +112,9 @@ class WanPartition:
 
 @dataclass(frozen=True)
 class KillRestart:
-    """kill -9 of the first pool with `role` while it streams, `down_s` down, then the same command again."""
+    """kill -9 of the first pool with `role` while it streams; its keeper restarts it (services/launcher/keeper.py)."""
 
     role: Role
-    down_s: float
 
     @property
     def name(self) -> str:
@@ -133,10 +132,10 @@ class KillRestart:
             await poll_until(streaming, MID_STREAM_WAIT_S, f"{service.name} running a sequence")
         except TimeoutError:
             mid_stream = False  # killed anyway; the report says it was idle
-        old_pid = run.mesh.processes[service.name].pid
         start = run.now()
-        await run.mesh.kill(service.name)
-        await asyncio.sleep(self.down_s)
-        await run.mesh.restart(service.name)
+        old_pid = await run.mesh.kill(service.name)
+        down_s = await run.mesh.restarted(service.name, old_pid)
         return Window(self.name, start, run.now(), {"service": service.name, "mid_stream": mid_stream,
-                                                    "old_pid": old_pid, "new_pid": run.mesh.processes[service.name].pid})
+                                                    "old_pid": old_pid, "new_pid": run.mesh.service_pid(service.name),
+                                                    "down_s": round(down_s, 3),
+                                                    "restarts": run.mesh.restarts(service.name)})

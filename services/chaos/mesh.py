@@ -1,8 +1,10 @@
-"""The mesh under test: its processes, their /stats, the WAN links' control API, kill -9 and restart.
+"""The mesh under test: its processes, their /stats, the WAN links' control API, kill -9.
 
 Everything here speaks to the mesh from the outside, as an operator would:
 HTTP to each service's ops port and to each link's control port, signals to
 the processes the launcher started, and /proc for their memory and sockets.
+Every service runs under its keeper (services/launcher/keeper.py): a killed one
+is restarted by it, as `pdd-emu up` does, never by the harness.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from pathlib import Path
 import aiohttp
 
 from services.launcher.plan import LinkPlan, MeshPlan, ServicePlan, build_plan
-from services.launcher.processes import Started, _alive, _ours, restart_process, start_mesh, stop_processes
+from services.launcher.processes import Started, _alive, _healthy, keeper_status, start_mesh, stop_processes
 from services.scenario import Scenario, load_scenario
 from services.types import Role
 
@@ -67,10 +69,15 @@ class ChaosMesh:
                 raise MeshError(f"{method} {path} on link {link.name}: HTTP {reply.status}: {answer}")
             return answer
 
+    def service_pid(self, name: str) -> int | None:
+        """The pid of the service itself (the keeper's child), which changes when it is restarted."""
+        status = keeper_status(self.run_dir, name)
+        return status["child_pid"] if status else None
+
     def rss_kib(self, name: str) -> int | None:
-        """VmRSS of a process from /proc/PID/status, in KiB; None once it has gone."""
+        """VmRSS of a service from /proc/PID/status, in KiB; None once it has gone."""
         try:
-            for line in Path(f"/proc/{self.processes[name].pid}/status").read_text().splitlines():
+            for line in Path(f"/proc/{self.service_pid(name)}/status").read_text().splitlines():
                 if line.startswith("VmRSS:"):
                     return int(line.split()[1])
         except OSError:
@@ -79,27 +86,47 @@ class ChaosMesh:
 
     def open_fds(self, name: str) -> int | None:
         try:
-            return len(os.listdir(f"/proc/{self.processes[name].pid}/fd"))
+            return len(os.listdir(f"/proc/{self.service_pid(name)}/fd"))
         except OSError:
             return None
 
-    # -- faults ----------------------------------------------------------
-    async def kill(self, name: str) -> None:
-        """SIGKILL one process of the mesh (after checking it is the one we started) and wait for its exit."""
-        proc = self.processes[name]
-        if not _ours(proc):
-            raise MeshError(f"{name} (pid {proc.pid}) is not the process the mesh started")
-        os.kill(proc.pid, signal.SIGKILL)
-        deadline = time.monotonic() + EXIT_WAIT_S
-        while _alive(proc.pid):
-            if time.monotonic() > deadline:
-                raise MeshError(f"{name} (pid {proc.pid}) outlived SIGKILL by {EXIT_WAIT_S:g} s")
-            await asyncio.sleep(0.05)
+    def restarts(self, name: str) -> int:
+        status = keeper_status(self.run_dir, name)
+        return status["restarts"] if status else 0
 
-    async def restart(self, name: str) -> None:
-        """Start it again with the same command line: same ports, from the plan. Returns once healthy."""
-        again = await asyncio.to_thread(restart_process, self.processes[name], self.run_dir, RESTART_WAIT_S)
-        self.processes[name] = again
+    # -- faults ----------------------------------------------------------
+    async def kill(self, name: str) -> int:
+        """SIGKILL one service (the keeper's child, checked to be running its command); wait for its exit."""
+        status = keeper_status(self.run_dir, name)
+        keeper = self.processes[name]
+        if status is None or status["keeper_pid"] != keeper.pid or not _alive(keeper.pid):
+            raise MeshError(f"{name} is not running under the keeper the mesh started")
+        pid = status["child_pid"]
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0").split(b"\0")
+        if cmdline != [part.encode() for part in status["cmd"]]:
+            raise MeshError(f"{name} (pid {pid}) is not the process its keeper started")
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + EXIT_WAIT_S
+        while Path(f"/proc/{pid}").exists() and keeper_status(self.run_dir, name)["child_pid"] == pid:
+            if time.monotonic() > deadline:
+                raise MeshError(f"{name} (pid {pid}) outlived SIGKILL by {EXIT_WAIT_S:g} s")
+            await asyncio.sleep(0.05)
+        return pid
+
+    async def restarted(self, name: str, old_pid: int) -> float:
+        """Wait until the keeper has started `name` again and it answers /health; the time that took."""
+        service = self.plan.service(name)
+        health = f"http://{service.host}:{service.http_port}/health"
+        started = time.monotonic()
+        deadline = started + RESTART_WAIT_S
+        while True:
+            status = keeper_status(self.run_dir, name)
+            if status and status["child_pid"] != old_pid and status["state"] == "running" \
+                    and await asyncio.to_thread(_healthy, health):
+                return time.monotonic() - started
+            if time.monotonic() > deadline or (status and status["state"] == "gave-up"):
+                raise MeshError(f"{name} was not restarted and healthy within {RESTART_WAIT_S:g} s: {status}")
+            await asyncio.sleep(0.05)
 
 
 async def _get_json(http: aiohttp.ClientSession, url: str) -> dict:

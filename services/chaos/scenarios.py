@@ -14,6 +14,7 @@ from typing import Callable
 
 from services.chaos.faults import KillRestart, WanJitter, WanPartition, Window
 from services.chaos.pressure import RelayOverload, SlowConsumers
+from services.chaos.rotation import rss_bounded, slots
 from services.types import Role
 
 PRESETS = {"pdd": "pdd-mini", "pd-cross": "pd-cross-mini"}
@@ -33,6 +34,7 @@ class ChaosScenario:
     modes: tuple[str, ...] = ("pdd", "pd-cross")
     overrides: tuple[str, ...] = ()
     check: Callable[[list[Window], dict], list[str]] | None = None
+    in_ci: bool = True  # the long soak is run by hand (`make soak-faults`), not by `make test-chaos`
 
 
 def _decode_role(mode: str) -> Role:
@@ -50,7 +52,7 @@ def _partitions(quick: bool, mode: str, rng: random.Random) -> list:
 
 
 def _kill(role_of: Callable[[str], Role]) -> Phases:
-    return lambda quick, mode, rng: [KillRestart(role_of(mode), down_s=3 if quick else 10)]
+    return lambda quick, mode, rng: [KillRestart(role_of(mode))]
 
 
 def _overload_check(windows: list[Window], by_pipeline: dict) -> list[str]:
@@ -88,6 +90,8 @@ SCENARIOS: dict[str, ChaosScenario] = {s.name: s for s in (
         check=_overload_check),
     ChaosScenario("slow-consumer", "clients that read their stream slowly, or hang up in the middle of it",
                   lambda quick, mode, rng: [SlowConsumers(duration_s=10 if quick else 30, every_s=1.0)]),
+    ChaosScenario("fault-soak", "a different fault every minute, 30 minutes (3 quick), RSS bounded",
+                  slots, check=rss_bounded, in_ci=False),
 )}
 
 

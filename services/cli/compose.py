@@ -97,10 +97,17 @@ def chaos_patch(link: LinkPlan, fields: dict[str, str], byte_scale: float) -> di
 
 
 def cmd_chaos(args: argparse.Namespace) -> int:
+    from netem.config import ConfigError
+    from netem.schedule import posted_form
     from services.launcher.link_host import control_call
     from services.launcher.plan import MeshPlan
 
     plan = MeshPlan.load(args.plan)
+    if args.action == "schedule":
+        try:
+            schedule_text = posted_form(args.file)
+        except ConfigError as err:
+            fail(f"schedule {args.file}: {err}")
     links = [l for l in plan.links if l.runner == args.runner and (not args.link or l.name in args.link)]
     if not links:
         fail(f"no link matches runner {args.runner!r} and {args.link or 'any name'}; plan links: "
@@ -121,7 +128,7 @@ def cmd_chaos(args: argparse.Namespace) -> int:
         elif args.action == "schedule":
             if link.purpose != "kv":
                 continue
-            reply = control_call("POST", f"{base}/schedule", text=args.file.read_text())
+            reply = control_call("POST", f"{base}/schedule", text=schedule_text)
         else:
             reply = control_call("DELETE", f"{base}/schedule")
         failed |= "error" in reply

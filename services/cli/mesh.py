@@ -11,7 +11,7 @@ from pathlib import Path
 from services.cli.errors import fail
 from services.launcher.plan import build_plan
 from services.launcher.processes import (
-    STATE_FILE, LaunchError, _alive, _healthy, read_state, start_mesh, stop_processes,
+    STATE_FILE, LaunchError, _alive, _healthy, keeper_status, read_state, start_mesh, stop_processes,
 )
 from services.scenario import ScenarioError, load_scenario
 from services.simulate.realtime import realtime_fit
@@ -70,10 +70,17 @@ def cmd_up(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
+    restarts = {p.name: 0 for p in started}
     while not stop.wait(0.5):
+        for proc in started:  # each keeper restarts its service; say so here too
+            status = keeper_status(args.run_dir, proc.name) or {}
+            if status.get("restarts", 0) > restarts[proc.name]:
+                restarts[proc.name] = status["restarts"]
+                print(f"pdd-emu: {proc.name} exited with code {status['last_exit_code']}; restart "
+                      f"{status['restarts']}", flush=True)
         dead = [p.name for p in started if not _alive(p.pid)]
-        if dead:
-            print(f"pdd-emu: {', '.join(dead)} exited; stopping the mesh")
+        if dead:  # a keeper gave up (too many failures in a row) or was stopped from outside
+            print(f"pdd-emu: {', '.join(dead)} exited for good; stopping the mesh")
             break
     stop_processes(started)
     (args.run_dir / STATE_FILE).unlink(missing_ok=True)
@@ -100,9 +107,14 @@ def cmd_status(args: argparse.Namespace) -> int:
     info, started = state
     print(f"scenario: {info['scenario']}  router: {info['router']}")
     healthy = True
+    print(f"  {'process':<28} {'pid':<8} {'state':<9} {'restarts':>8}  last exit code")
     for proc in started:
+        status = keeper_status(args.run_dir, proc.name) or {}
         alive = _alive(proc.pid)
         ok = alive and _healthy(proc.health_url)
         healthy &= ok
-        print(f"  {proc.name:<28} pid {proc.pid:<8} {'healthy' if ok else 'running' if alive else 'exited'}")
+        state = "healthy" if ok else status.get("state", "running") if alive else "exited"
+        last = status.get("last_exit_code")
+        print(f"  {proc.name:<28} {status.get('child_pid') or proc.pid:<8} {state:<9} {status.get('restarts', 0):>8}  "
+              f"{'-' if last is None else last}")
     return 0 if healthy else 1

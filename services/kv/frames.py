@@ -71,8 +71,14 @@ def decode_body(body: bytes) -> KvFrame:
     return KvFrame(rid, seq, of, data)
 
 
-async def read_frame(reader: asyncio.StreamReader) -> KvFrame | None:
+async def read_frame(reader: asyncio.StreamReader, max_bytes: int = MAX_FRAME_BYTES) -> KvFrame | None:
     """The next frame, or None at a clean end of stream. Raises FrameError on anything else."""
+    length = await read_header(reader, max_bytes)
+    return None if length is None else await read_body(reader, length)
+
+
+async def read_header(reader: asyncio.StreamReader, max_bytes: int = MAX_FRAME_BYTES) -> int | None:
+    """The next frame's body length, checked against max_bytes; None at a clean end of stream."""
     try:
         header = await reader.readexactly(HEADER.size)
     except asyncio.IncompleteReadError as exc:
@@ -80,8 +86,12 @@ async def read_frame(reader: asyncio.StreamReader) -> KvFrame | None:
             raise FrameError("stream ended inside a frame header") from exc
         return None
     (length,) = HEADER.unpack(header)
-    if length == 0 or length > MAX_FRAME_BYTES:
-        raise FrameError(f"KV frame length {length} outside 1..{MAX_FRAME_BYTES}")
+    if length == 0 or length > max_bytes:
+        raise FrameError(f"KV frame length {length} outside 1..{max_bytes}")
+    return length
+
+
+async def read_body(reader: asyncio.StreamReader, length: int) -> KvFrame:
     try:
         body = await reader.readexactly(length)
     except asyncio.IncompleteReadError as exc:

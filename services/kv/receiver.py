@@ -13,7 +13,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from services.kv.frames import FrameError, read_frame
+from services.kv.frames import FrameError, read_body, read_header
 
 log = logging.getLogger(__name__)
 
@@ -112,32 +112,91 @@ class TransferTable:
         return sum(1 for t in self._transfers.values() if not t.done.done())
 
 
-class KvReceiver:
-    """A TCP server that reads KV frames into a TransferTable."""
+@dataclass(frozen=True)
+class ReceiverLimits:
+    """What one peer may hold at a KV receiver (docs/mesh.md §Frames)."""
 
-    def __init__(self, table: TransferTable, host: str, port: int) -> None:
-        self.table, self.host, self.port = table, host, port
+    frame_read_s: float = 120.0  # a frame begun must be whole by then (the mesh: its transfer deadline)
+    idle_s: float = 300.0  # a connection silent this long between frames is closed; the sender reopens
+    frame_bytes: int = 1 << 20  # per connection: one frame at a time, at most this (the sender's are 256 KiB)
+    buffer_bytes: int = 32 << 20  # in total: frame bodies are read only within this budget
+    max_connections: int = 64
+
+    def __post_init__(self) -> None:
+        if self.frame_bytes > self.buffer_bytes:
+            raise ValueError(f"a frame of {self.frame_bytes} bytes could never fit the {self.buffer_bytes}-byte budget")
+
+
+class KvReceiver:
+    """A TCP server that reads KV frames into a TransferTable, within ReceiverLimits."""
+
+    def __init__(self, table: TransferTable, host: str, port: int, limits: ReceiverLimits = ReceiverLimits()) -> None:
+        self.table, self.host, self.port, self.limits = table, host, port, limits
         self._server: asyncio.Server | None = None
+        self._budget = asyncio.Condition()
+        self.buffered_bytes = 0  # reserved by frame bodies being read now
+        self.connections = 0
+        self.refused_connections = 0
         self.bad_frames = 0
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._serve, self.host, self.port, limit=2**20)
+        # A small stream buffer: bytes beyond it wait in the kernel until a frame's budget is reserved.
+        self._server = await asyncio.start_server(self._serve, self.host, self.port, limit=64 * 1024)
 
     async def stop(self) -> None:
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
 
+    async def _reserve(self, size: int) -> None:
+        async with self._budget:
+            await self._budget.wait_for(lambda: self.buffered_bytes + size <= self.limits.buffer_bytes)
+            self.buffered_bytes += size
+
+    async def _release(self, size: int) -> None:
+        async with self._budget:
+            self.buffered_bytes -= size
+            self._budget.notify_all()
+
+    async def _next_frame(self, reader: asyncio.StreamReader) -> tuple[str, int, int, int] | None:
+        """(request id, seq, of, payload size) of the next frame, None at a clean end; TimeoutError when
+        idle or a frame takes too long. Only the figures are kept: the payload is freed with its budget."""
+        async with asyncio.timeout(self.limits.idle_s):
+            length = await read_header(reader, self.limits.frame_bytes)
+        if length is None:
+            return None
+        async with asyncio.timeout(self.limits.frame_read_s):
+            await self._reserve(length)
+            try:
+                frame = await read_body(reader, length)
+                return frame.request_id, frame.seq, frame.of, len(frame.data)
+            finally:
+                await self._release(length)
+
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self.connections >= self.limits.max_connections:
+            self.refused_connections += 1
+            log.warning("refusing a KV connection: %d open, the limit", self.connections)
+            writer.close()
+            return
+        self.connections += 1
         try:
-            while (frame := await read_frame(reader)) is not None:
-                self.table.on_frame(frame.request_id, frame.seq, frame.of, len(frame.data))
+            while (frame := await self._next_frame(reader)) is not None:
+                self.table.on_frame(*frame)
         except FrameError as exc:
             self.bad_frames += 1
             log.warning("closing KV connection: %s", exc)
             if exc.request_id:
                 self.table.fail(exc.request_id, str(exc))
+        except TimeoutError:
+            log.info("closing a KV connection: idle past %g s or a frame slower than %g s",
+                     self.limits.idle_s, self.limits.frame_read_s)
         except (ConnectionError, asyncio.IncompleteReadError) as exc:
             log.info("KV connection ended: %s", exc)
         finally:
+            self.connections -= 1
             writer.close()
+
+    def stats(self) -> dict:
+        return {"kv_connections": self.connections, "kv_connections_refused": self.refused_connections,
+                "kv_buffered_bytes": self.buffered_bytes}

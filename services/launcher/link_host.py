@@ -31,6 +31,7 @@ from netem.control import ControlServer
 from netem.link import UserspaceLink
 from netem.schedule import load_schedule
 from services.launcher.plan import LinkPlan, MeshPlan
+from services.http_limits import HttpLimits, start_http
 
 log = logging.getLogger(__name__)
 TOKEN_ENV = "PDD_EMU_LINK_TOKEN"  # the same variable `pdd-emu link` reads
@@ -133,10 +134,10 @@ async def serve_links(plan: MeshPlan, runner: str, health_port: int, bind_host: 
     """Run the runner's links and the status port until SIGTERM or SIGINT."""
     host = LinkHost(plan, runner, bind_host, token if token is not None else os.environ.get(TOKEN_ENV))
     await host.start()
-    web_runner = web.AppRunner(status_app(host), access_log=None)
+    web_runner = None
     try:
-        await web_runner.setup()
-        await web.TCPSite(web_runner, bind_host, health_port).start()
+        web_runner, _ = await start_http(status_app(host), bind_host, health_port, HttpLimits(max_connections=64),
+                                         access_log=None)
         if host.links:
             log.info("%s: %d link(s) of %s up; /health and /stats on :%d", runner, len(host.links),
                      plan.scenario.name, health_port)
@@ -149,7 +150,8 @@ async def serve_links(plan: MeshPlan, runner: str, health_port: int, bind_host: 
             loop.add_signal_handler(sig, stop.set)
         await stop.wait()
     finally:
-        await web_runner.cleanup()
+        if web_runner is not None:
+            await web_runner.cleanup()
         await host.stop()
 
 

@@ -1,8 +1,10 @@
 """Run a mesh plan as local processes: links first, then services, router last.
 
 Each process is started in its own session with its output in
-RUN_DIR/logs/NAME.log; `state.json` records what was started so `down` stops
-exactly those processes (it checks each pid's command line before signalling).
+RUN_DIR/logs/NAME.log, under a keeper (services/launcher/keeper.py) that
+restarts it when it fails; RUN_DIR/status/NAME.json says what runs now.
+`state.json` records what was started so `down` stops exactly those processes
+(it checks each pid's command line before signalling).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from services.types import Role
 
 STATE_FILE = "state.json"
 PLAN_FILE = "plan.json"
+STATUS_DIR = "status"
 START_ORDER = (Role.DECODE, Role.MAIN_DECODE, Role.RELAY_DECODE, Role.COLOCATED, Role.PREFILL, Role.ROUTER)
 
 
@@ -61,13 +64,29 @@ def service_command(plan_path: Path, service: ServicePlan) -> list[str]:
     return [sys.executable, "-m", "services.cli", "serve", "--plan", str(plan_path), "--service", service.name]
 
 
+def kept(name: str, cmd: list[str], run_dir: Path) -> list[str]:
+    """`cmd` under a keeper that restarts it on failure and keeps RUN_DIR/status/NAME.json."""
+    status = (run_dir / STATUS_DIR / f"{name}.json").resolve()
+    return [sys.executable, "-m", "services.launcher.keeper", "--status", str(status), "--", *cmd]
+
+
 def _spawn(name: str, cmd: list[str], run_dir: Path) -> int:
     logs = run_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
+    (run_dir / STATUS_DIR).mkdir(parents=True, exist_ok=True)
+    (run_dir / STATUS_DIR / f"{name}.json").unlink(missing_ok=True)
     with open(logs / f"{name}.log", "ab") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True, cwd=os.getcwd())
     return proc.pid
+
+
+def keeper_status(run_dir: Path, name: str) -> dict | None:
+    """What the keeper of `name` last wrote: child_pid, restarts, last_exit_code, state; None before it has."""
+    try:
+        return json.loads((run_dir / STATUS_DIR / f"{name}.json").read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def _healthy(url: str) -> bool:
@@ -96,7 +115,8 @@ def wait_healthy(started: list[Started], run_dir: Path, timeout_s: float) -> Non
     waiting = list(started)
     while waiting:
         for proc in list(waiting):
-            if not _alive(proc.pid):
+            status = keeper_status(run_dir, proc.name) or {}
+            if not _alive(proc.pid) or status.get("restarts") or status.get("state") not in (None, "running"):
                 tail = (run_dir / "logs" / f"{proc.name}.log").read_text(errors="replace")[-2000:]
                 raise LaunchError(f"{proc.name} exited during start-up; its log ends:\n{tail}")
             if _healthy(proc.health_url):
@@ -114,12 +134,12 @@ def start_mesh(plan: MeshPlan, run_dir: Path, timeout_s: float = 60.0) -> list[S
     started: list[Started] = []
     try:
         for link in plan.links:
-            cmd = link_command(link, scale, seed)
+            cmd = kept(link.name, link_command(link, scale, seed), run_dir)
             started.append(Started(link.name, _spawn(link.name, cmd, run_dir),
                                    f"http://{link.host}:{link.control_port}/health", tuple(cmd)))
         for role in START_ORDER:
             for service in plan.with_role(role):
-                cmd = service_command(plan_path, service)
+                cmd = kept(service.name, service_command(plan_path, service), run_dir)
                 started.append(Started(service.name, _spawn(service.name, cmd, run_dir),
                                        f"http://{service.host}:{service.http_port}/health", tuple(cmd)))
         _write_state(run_dir, plan, started)
@@ -168,22 +188,3 @@ def stop_processes(started: list[Started], grace_s: float = 10.0) -> None:
     for proc in targets:
         if _alive(proc.pid):
             os.killpg(proc.pid, signal.SIGKILL)
-
-
-def restart_process(proc: Started, run_dir: Path, timeout_s: float = 60.0) -> Started:
-    """Start a process that has exited again with its very command line (so the same ports, from the plan).
-
-    The new pid replaces the old one in state.json, so `pdd-emu down` still stops exactly what runs.
-    """
-    if _alive(proc.pid):
-        raise LaunchError(f"{proc.name} (pid {proc.pid}) is still running; stop it before restarting it")
-    again = Started(proc.name, _spawn(proc.name, list(proc.cmd), run_dir), proc.health_url, proc.cmd)
-    path = run_dir / STATE_FILE
-    if path.exists():
-        state = json.loads(path.read_text())
-        for entry in state["processes"]:
-            if entry["name"] == proc.name:
-                entry["pid"] = again.pid
-        path.write_text(json.dumps(state, indent=2))
-    wait_healthy([again], run_dir, timeout_s)
-    return again

@@ -16,29 +16,32 @@ import grpc
 
 from services.engine.sequence import EngineFull, FinishedEvent, Sequence, TokenEvent
 from services.instances import RoleProcess
-from services.kv.receiver import KvReceiver, TransferFailed, TransferTable
+from services.kv.receiver import KvReceiver, ReceiverLimits, TransferFailed, TransferTable
 from services.launcher.plan import MeshPlan, ServicePlan
-from services.kv.shipper import KvShipper, ShipRefused
+from services.kv.shipper import KvShipper
 from services.main_decode.feed import FeedClosed, FeedTable
 from services.main_decode.handoff import take_over, take_over_by_kv
 from services.profiles import load_model
 from services.relay_decode.relay import RelayLedger
+from services.relay_decode.servicer import RelayServicer
 from services.rpc import TOKEN_FEED_METADATA, channel, metadata_value, pb, pb_grpc
 from services.rpc.ids import prompt_of
 
 log = logging.getLogger(__name__)
 
 
-class DecodeService(pb_grpc.DecodeServicer):
+class DecodeService(RelayServicer, pb_grpc.DecodeServicer):
     def __init__(self, process: RoleProcess) -> None:
         self.process = process
         self.scenario = process.plan.scenario
         self.transfers = TransferTable()
-        self.receiver = KvReceiver(self.transfers, process.service.listen_host, process.service.kv_port)
+        self.receiver = KvReceiver(self.transfers, process.service.listen_host, process.service.kv_port,
+                                   ReceiverLimits(frame_read_s=self.scenario.transfer_timeout_s))
         self.relay = RelayLedger()
         self._relay_stubs: dict[str, pb_grpc.DecodeStub] = {}
         self._channels = []
         self.handoffs = {"one-shot": 0, "catch-up": 0}
+        self.relay_missing = 0  # requests main decode decoded alone: the relay never had them
         self.shipper = KvShipper(process.plan, process.service.name)  # the relay's KV, in pdd-kvship only
         self.kv_bytes_per_token = load_model(self.scenario.model).kv_bytes_per_token
         self.feeds = FeedTable()
@@ -127,27 +130,41 @@ class DecodeService(pb_grpc.DecodeServicer):
             async for event in self._stream(handle, stats, hit_from_engine=True, sink=sink):
                 yield event
             return
+        if request.relay:
+            self.relay.expect(rid)
         try:
             transfer = await self.transfers.wait(rid, request.transfer_deadline_s or self.scenario.transfer_timeout_s)
-        except TransferFailed as exc:
-            await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
+        except BaseException as exc:
+            self.relay.settle(rid)
+            if isinstance(exc, TransferFailed):
+                await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
+            raise
         finally:
             self.transfers.discard(rid)
         stats.kv_transfer_s, stats.kv_arrived_unix = transfer.seconds, transfer.finished_at
         stats.kv_real_bytes, stats.kv_emulated_bytes = transfer.real_bytes, transfer.emulated_bytes
         stats.hit_tokens = len(prompt) - transfer.num_tokens
         if request.handoff_from:
-            async for event in self._take_over(request, prompt, engine, stats, context, sink):
+            async for event in self._take_over(request, prompt, engine, stats, context, sink, transfer.first_token,
+                                               hashes):
                 yield event
             return
         yield TokenEvent(0, transfer.first_token, 0.0)
         if request.max_tokens == 1:
+            if request.relay:  # prefill's token was the whole output: the request ends on the relay
+                stats.finished_on_relay, stats.relay_tokens = True, 1
+                self.relay.finished_here += 1
+                self.relay.settle(rid)
             yield pb.GenerateEvent(stats=stats)
             return
         seq = Sequence(request_id=rid, context=prompt + [transfer.first_token], prompt_len=len(prompt),
                        kv_tokens=len(prompt), generate=request.max_tokens - 1, first_position=1, seed=request.seed,
                        block_hashes=hashes)
-        handle = await self._submit(engine, seq, context)
+        try:
+            handle = await self._submit(engine, seq, context)
+        except BaseException:
+            self.relay.settle(rid)
+            raise
         if request.relay:
             self.relay.add(rid, handle, transfer.first_token, request.max_tokens, request.relay_cap)
         try:
@@ -156,7 +173,7 @@ class DecodeService(pb_grpc.DecodeServicer):
         finally:
             self.relay.remove(rid)
 
-    async def _take_over(self, request, prompt, engine, stats, context, sink):
+    async def _take_over(self, request, prompt, engine, stats, context, sink, first_token: int, hashes):
         relay = self._relay_stub(request.handoff_from)
         try:
             if request.kv_ship:
@@ -167,6 +184,13 @@ class DecodeService(pb_grpc.DecodeServicer):
         except TransferFailed as exc:
             await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
         except grpc.aio.AioRpcError as exc:
+            if exc.code() is grpc.StatusCode.NOT_FOUND:
+                # The relay never decoded it (its own transfer missed the deadline): this KV is the only
+                # one, so decode the whole request here, from prefill's token on.
+                async for event in self._decode_alone(request, prompt, engine, stats, context, sink, first_token,
+                                                      hashes):
+                    yield event
+                return
             await context.abort(grpc.StatusCode.UNAVAILABLE, f"handoff from {request.handoff_from} failed: "
                                                              f"{exc.details() or exc.code().name}")
         except (EngineFull, ValueError) as exc:
@@ -185,6 +209,20 @@ class DecodeService(pb_grpc.DecodeServicer):
             return sink is not None and sink(event)
 
         async for event in self._stream(outcome.handle, stats, hit_from_engine=False, sink=timed):
+            yield event
+
+    async def _decode_alone(self, request, prompt, engine, stats, context, sink, first_token: int, hashes):
+        self.relay_missing += 1
+        stats.handed_off_at = 0
+        yield TokenEvent(0, first_token, 0.0)
+        if request.max_tokens == 1:
+            yield pb.GenerateEvent(stats=stats)
+            return
+        seq = Sequence(request_id=request.request_id, context=prompt + [first_token], prompt_len=len(prompt),
+                       kv_tokens=len(prompt), generate=request.max_tokens - 1, first_position=1, seed=request.seed,
+                       block_hashes=hashes)
+        async for event in self._stream(await self._submit(engine, seq, context), stats, hit_from_engine=False,
+                                        sink=sink):
             yield event
 
     async def _wait_handoff_kv(self, transfer_id: str):
@@ -231,30 +269,6 @@ class DecodeService(pb_grpc.DecodeServicer):
         finally:
             handle.cancel()  # a no-op once finished; frees the blocks if the caller went away
 
-    async def Handoff(self, request, context):
-        try:
-            ids, end, stopped, finished = await self.relay.handoff(request.request_id, request.from_position,
-                                                                   request.stop)
-        except KeyError:
-            await context.abort(grpc.StatusCode.NOT_FOUND, f"{request.request_id} is not relayed here")
-        except TimeoutError:
-            await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, f"{request.request_id}: relay did not reach its cut")
-        if request.ship_kv_to and stopped and not finished:
-            try:  # pdd-kvship: the KV of every relay token but the last crosses the WAN
-                await self.shipper.ship(f"{request.request_id}/handoff", request.ship_kv_to, max(0, end - 1),
-                                        self.kv_bytes_per_token, self.scenario.byte_scale)
-            except (ShipRefused, KeyError, grpc.aio.AioRpcError) as exc:
-                await context.abort(grpc.StatusCode.UNAVAILABLE, f"shipping the relay's KV failed: {exc}")
-        return pb.HandoffReply(tokens=ids, end_position=end, stopped=stopped, finished=finished,
-                               relay_load=self.process.load())
-
-    async def SetLimit(self, request, context):
-        try:
-            self.relay.set_limit(request.request_id, None if request.limit < 0 else request.limit)
-        except KeyError:
-            await context.abort(grpc.StatusCode.NOT_FOUND, f"{request.request_id} is not relayed here")
-        return pb.Empty()
-
     async def Health(self, request, context):
         return pb.HealthReply(serving=not self.process.draining, role=self.process.service.role.value,
                               name=self.process.service.name)
@@ -270,9 +284,11 @@ class DecodeService(pb_grpc.DecodeServicer):
         t = self.transfers
         return {"transfers_completed": t.completed, "transfers_failed": t.failed, "transfers_pending": t.pending,
                 "kv_bytes_received": t.bytes_received, "orphan_frames": t.orphan_frames,
-                "bad_frames": self.receiver.bad_frames, "relayed": len(self.relay.requests),
+                "bad_frames": self.receiver.bad_frames, **self.receiver.stats(),
+                "relayed": len(self.relay.requests),
                 "relay_handoffs": self.relay.handoffs, "relay_finished_here": self.relay.finished_here,
-                "handoffs": dict(self.handoffs), "token_feeds": len(self.feeds)}
+                "handoffs": dict(self.handoffs), "token_feeds": len(self.feeds),
+                "decoded_without_relay": self.relay_missing}
 
     async def close(self) -> None:
         await self.receiver.stop()

@@ -47,8 +47,25 @@ class RelayedRequest:
 class RelayLedger:
     def __init__(self) -> None:
         self.requests: dict[str, RelayedRequest] = {}
+        self.expected: dict[str, asyncio.Event] = {}  # relayed requests whose KV has not landed yet
         self.handoffs = 0
         self.finished_here = 0
+
+    def expect(self, request_id: str) -> None:
+        self.expected[request_id] = asyncio.Event()
+
+    def settle(self, request_id: str) -> None:
+        """The request is decoding here now, or never will be (its transfer failed, or it ended)."""
+        event = self.expected.pop(request_id, None)
+        if event is not None:
+            event.set()
+
+    async def settled(self, request_id: str, timeout_s: float) -> None:
+        """Wait until an expected request is here or known not to come: main decode's KV may land first."""
+        event = self.expected.get(request_id)
+        if event is not None and request_id not in self.requests:
+            async with asyncio.timeout(timeout_s):
+                await event.wait()
 
     def add(self, request_id: str, handle: SequenceHandle, first_token: int, end_position: int, cap: int) -> RelayedRequest:
         relayed = RelayedRequest(handle, end_position, [first_token])
@@ -56,6 +73,7 @@ class RelayLedger:
             relayed.limit = cap
             handle.set_limit(cap)
         self.requests[request_id] = relayed
+        self.settle(request_id)
         return relayed
 
     def remove(self, request_id: str) -> None:

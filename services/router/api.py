@@ -9,6 +9,7 @@ emulated model emits no end-of-sequence token.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from typing import Any, Literal
 
@@ -22,7 +23,10 @@ from pydantic import (
 from services.router.intake import load_json, parse_ids
 from services.rpc.ids import MAX_ID
 
-MAX_BODY_BYTES = 16 * 1024 * 1024  # a 128K-token prompt as JSON ids fits well within this
+# A 128K-token prompt is about 1 MiB as JSON ids or as text; the cap keeps the worst body's parse (and the
+# router's event loop stall) to tens of ms, and aiohttp refuses more while reading, before any parsing.
+MAX_BODY_BYTES = 4 * 1024 * 1024
+BODY_READ_S = 30.0  # a body that trickles in slower than this is refused (408), its connection freed
 # A request id names the request's KV transfers and rides in gRPC metadata and KV frame headers on
 # every hop, so it must be short plain ASCII; "/" is left out because internal ids append "/handoff".
 REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
@@ -226,7 +230,11 @@ async def parse_body(request: web.Request, schema: type[BaseModel], context: dic
     if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
         raise ApiError(413, f"request body of {request.content_length} bytes exceeds {MAX_BODY_BYTES}")
     try:
-        data = load_json(await request.read())
+        async with asyncio.timeout(BODY_READ_S):
+            raw = await request.read()
+        data = load_json(raw)
+    except TimeoutError as exc:
+        raise ApiError(408, f"request body not received within {BODY_READ_S:g} s") from exc
     except web.HTTPRequestEntityTooLarge as exc:
         raise ApiError(413, f"request body exceeds {MAX_BODY_BYTES} bytes") from exc
     except (ValueError, UnicodeDecodeError) as exc:

@@ -54,6 +54,8 @@ class RouterMetrics:
                                        buckets=_ITL, registry=registry)
         self.prefix_hits = Counter("pdd_prefix_hit_tokens", "Prompt tokens served from a prefix cache, per stage",
                                    ["stage"], registry=registry)
+        self.degraded = Counter("pdd_degraded_requests", "Requests served in a degraded mode (docs/reliability.md)",
+                                ["kind"], registry=registry)
 
     def finished(self, pdd: dict, prompt_tokens: int, tokens: int, finish_reason: str = "length", *,
                  received_unix: float | None = None, ttft_s: float | None = None,
@@ -74,6 +76,8 @@ class RouterMetrics:
         if pdd.get("handoff"):
             self.handoffs.labels(pdd["handoff"]["mode"]).inc()
             self.handoff_stall.observe(pdd["handoff"].get("stall_s", 0.0))
+        if pdd.get("degraded"):
+            self.degraded.labels(pdd["degraded"]).inc()
 
     def _phases(self, pdd: dict, received_unix: float | None) -> None:
         """Queue and prefill time as vLLM splits them: waiting, then prefill up to its last prompt token."""

@@ -20,14 +20,15 @@ from typing import AsyncIterator, Callable
 import grpc
 
 from services.router.api import ApiError
+from services.router.degraded import relay_alone
 from services.router.pipelines import (
     Finished, Job, Peers, Token, base_stats, cancel_on_failure, map_rpc_error, raise_pipeline_error, run_p_d,
     start_prefill,
 )
 from services.router.policy import PipelinePolicy
 from services.rpc import metadata, pb
-from services.types import Mode, Pipeline, Role
 from services.scenario.sizing import instance_sizing
+from services.types import Degraded, Mode, Pipeline, Role
 
 _MD_DONE = object()
 
@@ -71,8 +72,15 @@ def policy_of(peers: Peers) -> PipelinePolicy:
 
 
 async def pdd(peers: Peers, job: Job, mode: Mode) -> AsyncIterator[Token | Finished]:
-    md, md_hit = await peers.best_decode(job, (Role.MAIN_DECODE,))
     relay, relay_hit, relay_load = await _lookup_relay(peers, job)
+    try:
+        md, md_hit = await peers.best_decode(job, (Role.MAIN_DECODE,))
+    except ApiError as down:
+        if down.status not in (503, 504):  # unreachable, or not answering its lookup in time
+            raise
+        async for item in relay_alone(peers, job, mode, relay, relay_hit, relay_load, relay_dispatches(peers), down):
+            yield item
+        return
     policy = policy_of(peers)
     missing = (len(job.prompt) - md_hit) * peers.kv_bytes_per_token
     choice = policy.choose(missing, relay_load)
@@ -146,17 +154,26 @@ async def _relay_then_main(peers: Peers, job: Job, mode: Mode, md, md_hit: int, 
     dispatches[relay.name] += 1
     relay_held, ended = True, False
     try:
-        async for event in relay_call:
-            if type(event) is Token:
-                job.timeline.setdefault("first_token", time.time())
-                stats["rld_tokens"] += 1
-                yield event
-                continue
-            relay_stats = event
-            job.timeline["relay_kv_arrived"] = relay_stats.kv_arrived_unix
-            if relay_stats.finished_on_relay:
-                break
-            cut = relay_stats.handed_off_at
+        try:
+            async for event in relay_call:
+                if type(event) is Token:
+                    job.timeline.setdefault("first_token", time.time())
+                    stats["rld_tokens"] += 1
+                    yield event
+                    continue
+                relay_stats = event
+                job.timeline["relay_kv_arrived"] = relay_stats.kv_arrived_unix
+                if relay_stats.finished_on_relay:
+                    break
+                cut = relay_stats.handed_off_at
+                handed_off.set()
+        except grpc.aio.AioRpcError as relay_failure:
+            if stats["rld_tokens"] or prefill_call.done() and prefill_call.exception() is not None:
+                raise
+            # The relay never got its KV in time, but main decode may hold its own: it then decodes the
+            # whole request (its handoff finds nothing at the relay), and the client sees it from token 0.
+            stats["degraded"], cut = Degraded.RELAY_TRANSFER_LATE.value, 0
+            stats["relay_error"] = relay_failure.details() or relay_failure.code().name
             handed_off.set()
         dispatches[relay.name] -= 1  # the relay's part is over: handed off, or finished there
         relay_held = False
@@ -165,10 +182,7 @@ async def _relay_then_main(peers: Peers, job: Job, mode: Mode, md, md_hit: int, 
             md_call.cancel()
             stats["pipeline"] = Pipeline.P_RLD.value if not stats["fallback"] else stats["pipeline"]
             stats["singular"] = not stats["fallback"]
-            cancelled = await peers.prefill[prefill.name].CancelTransfer(
-                pb.CancelRequest(request_id=job.request_id, reason="finished on relay"), timeout=5.0,
-                metadata=metadata(job.request_id))
-            stats["wan_transfer_cancelled"] = cancelled.cancelled
+            stats["wan_transfer_cancelled"] = await _stop_wan_transfer(peers, prefill, job)
         else:
             job.timeline["handoff_done"] = time.time()  # the client stream switches to main decode here
             async for token in _main_tokens(md_queue, stats, job, cut):
@@ -189,11 +203,27 @@ async def _relay_then_main(peers: Peers, job: Job, mode: Mode, md, md_hit: int, 
             peers.abandon_transfer(prefill, job)  # the WAN transfer to main decode may still be running
     stats["prefill_hit_tokens"] = reply.hit_tokens
     stats["queued_s"] = reply.queued_s  # vLLM's queue time is the wait before prefill
+    stats["degraded"] = stats["degraded"] or prefill.degraded
     stats["wan_bytes"] = reply.kv_bytes_emulated if not stats["singular"] else stats["wan_bytes"]
     job.timeline["prefill_done"] = reply.prefill_done_unix
     job.mark("finished")
     stats["timeline"] = job.timeline
     yield Finished(stats)
+
+
+async def _stop_wan_transfer(peers: Peers, prefill, job: Job) -> bool:
+    """The relay finished the request: prefill stops the WAN transfer nobody will read.
+
+    The client already has every token, so a prefill that does not answer fails nothing: with it
+    gone, nothing of this request is being sent either.
+    """
+    try:
+        cancelled = await peers.prefill[prefill.name].CancelTransfer(
+            pb.CancelRequest(request_id=job.request_id, reason="finished on relay"), timeout=5.0,
+            metadata=metadata(job.request_id))
+    except grpc.aio.AioRpcError:
+        return False
+    return cancelled.cancelled
 
 
 async def _main_tokens(queue: asyncio.Queue, stats: dict, job: Job, cut: int) -> AsyncIterator[Token]:

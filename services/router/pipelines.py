@@ -20,6 +20,7 @@ from services.profiles import load_model
 from services.router.api import ApiError
 from services.router.feed import DecodeStream, Token, TokenFeed
 from services.router.intake import PromptIds
+from services.router.prefill_target import PrefillTarget, prefill_any
 from services.rpc import pb, pb_grpc, channel, metadata
 from services.types import Mode, Pipeline, Role
 
@@ -73,7 +74,7 @@ class Peers:
         await asyncio.gather(*(feed.close() for feed in self.feeds.values()))
         await asyncio.gather(*(c.close() for c in self._channels.values()))
 
-    def abandon_transfer(self, prefill: ServicePlan, job: Job) -> None:
+    def abandon_transfer(self, prefill: PrefillTarget, job: Job) -> None:
         """The request ended before its KV landed: stop the bytes nobody will read.
 
         Without this a failed or abandoned request's transfer keeps its place on the WAN, so after
@@ -83,7 +84,7 @@ class Peers:
         self._cancels.add(task)
         task.add_done_callback(self._cancels.discard)
 
-    async def _cancel_transfer(self, prefill: ServicePlan, job: Job) -> None:
+    async def _cancel_transfer(self, prefill: PrefillTarget, job: Job) -> None:
         try:
             await self.prefill[prefill.name].CancelTransfer(
                 pb.CancelRequest(request_id=job.request_id, reason="the request ended"), timeout=5.0,
@@ -123,7 +124,7 @@ class Peers:
 def base_stats(mode: Mode, pipeline: Pipeline) -> dict[str, Any]:
     return {"mode": mode.value, "pipeline": pipeline.value, "prefill_hit_tokens": 0, "decode_hit_tokens": 0,
             "wan_bytes": 0, "kv_transfer_s": 0.0, "rld_tokens": 0, "md_tokens": 0, "handoff": None,
-            "singular": False, "fallback": False, "queued_s": 0.0, "timeline": {}}
+            "singular": False, "fallback": False, "queued_s": 0.0, "degraded": None, "timeline": {}}
 
 
 def map_rpc_error(exc: grpc.aio.AioRpcError, stage: str) -> ApiError:
@@ -169,16 +170,15 @@ async def colocated(peers: Peers, job: Job, mode: Mode) -> AsyncIterator[Token |
 
 
 def start_prefill(peers: Peers, job: Job, target: str, hit: int, secondary: str = "",
-                  secondary_hit: int = 0) -> tuple[ServicePlan, asyncio.Future]:
+                  secondary_hit: int = 0) -> tuple[PrefillTarget, asyncio.Future]:
     plan = peers.plan
     request = pb.PrefillRequest(
         request_id=job.request_id, prompt_ids=job.prompt.packed, seed=job.seed, kv_target=target,
         receiver_hit_tokens=hit, kv_bytes_per_token=peers.kv_bytes_per_token, byte_scale=plan.scenario.byte_scale,
         kv_target_secondary=secondary, secondary_hit_tokens=secondary_hit)
     job.mark("prefill_sent")
-    prefill = peers.pick_prefill()
-    return prefill, asyncio.ensure_future(peers.prefill[prefill.name].Prefill(
-        request, timeout=plan.scenario.request_timeout_s, metadata=metadata(job.request_id)))
+    prefill = PrefillTarget(peers.pick_prefill())
+    return prefill, asyncio.ensure_future(prefill_any(peers, request, job, prefill))
 
 
 def cancel_on_failure(call: asyncio.Future, *streams) -> None:
@@ -236,6 +236,7 @@ async def run_p_d(peers: Peers, job: Job, mode: Mode, decode: ServicePlan, hit: 
             peers.abandon_transfer(prefill, job)
     stats["prefill_hit_tokens"] = reply.hit_tokens
     stats["queued_s"] = reply.queued_s  # vLLM's queue time is the wait before prefill
+    stats["degraded"] = prefill.degraded
     job.timeline["prefill_done"] = reply.prefill_done_unix
     if peers.plan.link(prefill.name, decode.name).kind == "wan":
         stats["wan_bytes"] = reply.kv_bytes_emulated

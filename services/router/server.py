@@ -20,6 +20,7 @@ from prometheus_client import CollectorRegistry
 
 from services.engine.tokens import WordTokenizer
 from services.launcher.plan import MeshPlan, ServicePlan
+from services.http_limits import HttpLimits, start_http
 from services.observability import add_ops_routes, serve_until_signalled
 from services.profiles import load_model
 from services.router.api import (
@@ -50,6 +51,7 @@ class Router:
         self.active_ids: set[str] = set()
         self.completed = 0
         self.failed = 0
+        self.cancelled = 0  # the client hung up before the end
 
     def job(self, request_id: str, prompt: str | np.ndarray, max_tokens: int, seed: int | None,
             received_unix: float) -> Job:
@@ -94,6 +96,7 @@ class Router:
     def stats(self) -> dict[str, Any]:
         feeds = list(self.peers.feeds.values()) if self.peers is not None else []
         return {"role": "router", "inflight": self.inflight, "completed": self.completed, "failed": self.failed,
+                "cancelled": self.cancelled,
                 "token_feed": {"messages": sum(f.messages for f in feeds), "tokens": sum(f.tokens for f in feeds)}}
 
 
@@ -186,10 +189,16 @@ async def _respond(request, router: Router, job: Job, choice: Choice, chat: bool
                          kind="timeout_error")
     except ApiError as exc:
         error = exc
-    except (ConnectionResetError, asyncio.CancelledError):
-        router.failed += 1
+    except (ConnectionResetError, asyncio.CancelledError) as exc:
+        # The client hung up (aiohttp cancels the handler when its connection closes, streamed or not):
+        # leaving here cancels every stage's call in the pipelines' finally blocks, which frees the engines'
+        # slots and KV and stops the transfers. Expected, so one INFO line and no traceback.
+        router.cancelled += 1
         router.metrics.errors.labels("client_closed").inc()
-        raise
+        log.info("request %s cancelled: the client hung up after %d tokens", job.request_id, len(texts))
+        if isinstance(exc, asyncio.CancelledError):
+            raise
+        return response if response is not None else web.Response(status=499)  # nobody reads it
     except Exception as exc:  # a defect here, not upstream: the client still gets an explicit error, not a cut stream
         log.exception("request %s failed inside the router", job.request_id)
         error = ApiError(500, f"internal router error ({type(exc).__name__})", kind="server_error")
@@ -249,9 +258,10 @@ def build_app(plan: MeshPlan) -> web.Application:
 
 
 async def serve(plan: MeshPlan, service: ServicePlan) -> None:
-    runner = web.AppRunner(build_app(plan), shutdown_timeout=10.0)
-    await runner.setup()
-    await web.TCPSite(runner, service.listen_host, service.http_port).start()
+    # Every request in flight holds a connection; twice the in-flight cap leaves room for idle keep-alives.
+    limits = HttpLimits(max_connections=2 * plan.scenario.max_inflight + 64)
+    runner, _ = await start_http(build_app(plan), service.listen_host, service.http_port, limits,
+                                 shutdown_timeout=10.0, handler_cancellation=True)
     log.info("router listening on http://%s:%d (%s)", service.host, service.http_port, plan.scenario.mode.value)
     await serve_until_signalled(asyncio.Event())
     # SIGTERM: stop accepting, give in-flight requests the shutdown timeout to finish, then fail them.

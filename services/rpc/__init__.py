@@ -7,6 +7,7 @@ source of truth and nothing generated is committed.
 
 from __future__ import annotations
 
+import json
 import sys
 from importlib import resources
 
@@ -23,16 +24,37 @@ REQUEST_ID_METADATA = "x-request-id"
 TOKEN_FEED_METADATA = "x-pdd-token-feed"
 # KV announces and token streams are small; these bound what a peer may send us.
 MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+# A peer that went away is back within about a second (its keeper restarts it), so the channel retries
+# the connection every 100-250 ms instead of gRPC's default back-off (1 s, growing to 120 s), which
+# kept requests failing for seconds after the peer was healthy again (docs/reliability.md).
+RECONNECT_OPTIONS = [
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 250),
+]
+# Calls that change nothing, Prefill (whose announce comes only after it runs) and Announce (a repeat
+# records the same figures) are retried when the channel is not connected yet (UNAVAILABLE): a call made just as a restarted peer's channel comes back
+# waits for it (5 attempts, about a second at most) instead of failing.
+_RETRY = {"maxAttempts": 5, "initialBackoff": "0.1s", "maxBackoff": "0.4s", "backoffMultiplier": 2,
+          "retryableStatusCodes": ["UNAVAILABLE"]}
+SERVICE_CONFIG = json.dumps({"methodConfig": [{"name": [
+    {"service": "pdd.v1.Decode", "method": "CacheLookup"}, {"service": "pdd.v1.Decode", "method": "Announce"},
+    {"service": "pdd.v1.Decode", "method": "Health"},
+    {"service": "pdd.v1.Decode", "method": "Stats"}, {"service": "pdd.v1.Prefill", "method": "Health"},
+    {"service": "pdd.v1.Prefill", "method": "Stats"}, {"service": "pdd.v1.Prefill", "method": "Prefill"},
+], "retryPolicy": _RETRY}]})
 CHANNEL_OPTIONS = [
     ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
     ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
     ("grpc.keepalive_time_ms", 10_000),
 ]
+CLIENT_OPTIONS = [*CHANNEL_OPTIONS, *RECONNECT_OPTIONS, ("grpc.enable_retries", 1),
+                  ("grpc.service_config", SERVICE_CONFIG)]
 
 
 def channel(address: str) -> grpc.aio.Channel:
     """One long-lived channel per peer, created at start-up and closed at shutdown."""
-    return grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+    return grpc.aio.insecure_channel(address, options=CLIENT_OPTIONS)
 
 
 def server() -> grpc.aio.Server:

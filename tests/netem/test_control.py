@@ -10,7 +10,6 @@ import pytest
 from netem.config import ConfigError
 from netem.control import ControlServer
 from netem.link import UserspaceLink
-from netem.schedules import example
 from tests.netem.servers import WAIT_S, Echo, Recorder, read_all
 from tests.tolerance import assert_close
 
@@ -91,13 +90,13 @@ async def test_body_that_is_not_json_is_a_400(api):
     assert status == 400 and "JSON" in reply["error"]
 
 
-async def test_schedule_from_text_and_from_path_then_delete(api):
+async def test_schedule_from_text_and_by_name_then_delete(api):
     link, client = api
     status, reply = await client.call("POST", "/schedule", data="steps: [{at: 0, down: {delay: 3ms}}]\n")
     assert status == 200
     await asyncio.wait_for(link.schedule.join(), WAIT_S)
     assert link.config.down.delay == pytest.approx(0.003)
-    status, reply = await client.call("POST", "/schedule", json={"path": str(example("kv_wander.yaml"))})
+    status, reply = await client.call("POST", "/schedule", json={"name": "kv_wander.yaml"})
     assert status == 200 and reply["running"]
     status, reply = await client.call("GET", "/schedule")
     assert reply["running"]

@@ -6,7 +6,7 @@ import pytest
 
 from netem.config import ConfigError, LinkConfig
 from netem.link import UserspaceLink
-from netem.schedule import load_schedule, parse_schedule, trace_steps
+from netem.schedule import load_schedule, parse_posted, parse_schedule, posted_form, trace_steps
 from netem.schedules import example
 from tests.netem.servers import WAIT_S, Recorder
 
@@ -139,3 +139,10 @@ def test_a_bare_csv_is_a_schedule_too(tmp_path):
     s = load_schedule(tmp_path / "rate.csv")
     assert [(st.at, st.both) for st in s.steps] == [(0.0, {"rate": "1gbit"}), (5.0, {"rate": "100mbit"})]
     assert not s.loop
+
+
+@pytest.mark.parametrize("name", ["kv_wander_trace.yaml", "kv_wander_rate.csv", "kv_wander.yaml"])
+def test_a_schedule_file_posts_as_content_with_its_trace_inlined(name):
+    # The control API reads no files, so the client sends the trace's rows along.
+    posted = parse_posted(posted_form(example(name)))
+    assert posted == load_schedule(example(name))

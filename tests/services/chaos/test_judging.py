@@ -64,6 +64,15 @@ def test_error_events_are_failures_only_with_a_message():
     assert _judge(silent, "x").kind == "lost"
 
 
+def test_tokens_before_an_error_event_must_be_a_prefix_of_the_fault_free_text():
+    words = [WordTokenizer(VOCAB).token_text(i) for i in TEXT.ids(PROMPT, 4)]
+    error = ["data: " + json.dumps({"error": {"message": "main decode failed", "type": "upstream_error"}}), ""]
+    honest = _judge(_events(words[:2], final=False, done=False) + error, "".join(words))
+    assert honest.kind == "failed" and honest.message == "main decode failed"
+    wrong = _judge(_events([words[1], words[0]], final=False, done=False) + error, "".join(words))
+    assert wrong.kind == "corrupted" and "main decode failed" in wrong.message
+
+
 def _outcome(send_s: float, kind: str = "completed", ttft_s: float = 0.1, done: bool = True) -> Outcome:
     outcome = Outcome(f"r{send_s}", "steady", kind=kind, send_s=send_s, ttft_s=ttft_s)
     outcome.end_s = send_s + 1 if done else float("inf")
@@ -112,7 +121,8 @@ def test_relay_scenarios_refuse_pd_cross_with_the_reason():
     for name in ("kill-rld", "rld-overload"):
         assert "pdd only" in not_applicable(name, "pd-cross") and "no relay-decode tier" in not_applicable(name, "pd-cross")
     assert set(SCENARIOS) == {"wan-jitter", "wan-partition", "kill-md", "kill-rld", "kill-prefill", "rld-overload",
-                              "slow-consumer"}
+                              "slow-consumer", "fault-soak"}
+    assert [name for name, s in SCENARIOS.items() if not s.in_ci] == ["fault-soak"]  # run by hand only
 
 
 def test_a_request_the_next_fault_struck_does_not_count_against_this_recovery():

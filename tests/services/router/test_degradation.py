@@ -11,6 +11,7 @@ from services.launcher.plan import build_plan
 from services.router.api import ApiError
 from services.router.pdd import _relay_load, relay_dispatches
 from services.router.pipelines import Job, Peers, raise_pipeline_error
+from services.router.prefill_target import PrefillTarget, prefill_any
 from services.scenario import load_scenario
 from services.types import Role
 from services.scenario.sizing import instance_sizing
@@ -34,12 +35,17 @@ def _peers(preset: str, **decode) -> Peers:
     return peers
 
 
-def _two_decode_pools():
-    scenario = load_scenario("pd-cross-mini")
-    pools = list(scenario.pools) + [scenario.pools[1].model_copy(update={"name": "decode-b"})]
+def _with_a_second_pool(preset: str, index: int, name: str) -> Peers:
+    """Peers of `preset` plus a copy named `name` of its pool number `index`."""
+    scenario = load_scenario(preset)
+    pools = list(scenario.pools) + [scenario.pools[index].model_copy(update={"name": name})]
     peers = Peers.__new__(Peers)
     peers.plan = build_plan(scenario.model_copy(update={"pools": tuple(pools)}))
     return peers
+
+
+def _two_decode_pools():
+    return _with_a_second_pool("pd-cross-mini", 1, "decode-b")
 
 
 async def test_a_decode_pool_that_does_not_answer_is_skipped():
@@ -86,3 +92,49 @@ async def test_the_decoders_error_when_prefill_is_fine_and_a_cancellation_stays_
     prefill.set_result(None)
     with pytest.raises(asyncio.CancelledError):
         raise_pipeline_error(asyncio.CancelledError(), prefill, "decode")
+
+
+class _Prefill:
+    def __init__(self, answer: str | None) -> None:
+        self.answer, self.calls = answer, 0
+
+    async def Prefill(self, request, timeout, metadata):  # noqa: N802 (the gRPC method's name)
+        self.calls += 1
+        if self.answer is None:
+            raise _rpc_error(grpc.StatusCode.UNAVAILABLE, "failed to connect to all addresses")
+        return self.answer
+
+
+def _two_prefill_pools() -> Peers:
+    return _with_a_second_pool("pdd-mini", 0, "prefill-b")
+
+
+async def test_a_prefill_pool_that_is_down_passes_its_request_to_the_next():
+    peers = _two_prefill_pools()
+    peers.prefill = {"prefill": _Prefill(None), "prefill-b": _Prefill("reply from b")}
+    target = PrefillTarget(peers.plan.service("prefill"))
+    assert await prefill_any(peers, object(), Job("r", [1, 2], 4, 0, 0.0), target) == "reply from b"
+    assert target.name == "prefill-b" and target.passed_over == ["prefill"] and target.degraded == "prefill-down"
+
+
+async def test_when_every_prefill_pool_is_down_the_request_fails_with_503():
+    peers = _two_prefill_pools()
+    peers.prefill = {"prefill": _Prefill(None), "prefill-b": _Prefill(None)}
+    target = PrefillTarget(peers.plan.service("prefill-b"))
+    with pytest.raises(grpc.aio.AioRpcError):
+        await prefill_any(peers, object(), Job("r", [1, 2], 4, 0, 0.0), target)
+    assert peers.prefill["prefill"].calls == peers.prefill["prefill-b"].calls == 1
+
+
+async def test_a_prefill_gone_once_the_relay_finished_fails_nothing_and_names_no_other_stage():
+    from services.router.pdd import _stop_wan_transfer
+
+    class _Gone:
+        async def CancelTransfer(self, request, timeout, metadata):  # noqa: N802
+            raise _rpc_error(grpc.StatusCode.UNAVAILABLE, "ipv4:127.0.0.1:1234: Connection refused")
+
+    peers = _peers("pdd-mini")
+    peers.prefill = {"prefill": _Gone()}
+    # Before, this error escaped as "relay decode failed: ipv4:...", the prefill's address under the relay's name.
+    assert await _stop_wan_transfer(peers, PrefillTarget(peers.plan.service("prefill")), Job("r", [1], 1, 0, 0.0)) \
+        is False

@@ -1,0 +1,128 @@
+"""Keep one mesh process running: restart it when it fails, like compose's `restart: on-failure`.
+
+    python -m services.launcher.keeper --status FILE [--max-restarts 5] -- COMMAND...
+
+The keeper is the process the launcher starts; the service is its child, in the
+same process group and writing to the same log. When the child exits with a
+non-zero status or is killed by a signal, the keeper logs one line and starts
+the very same command again after a back-off that doubles from `--backoff` to
+`--max-backoff`; a run that lasted RESET_AFTER_S resets it. After
+`--max-restarts` failures in a row it gives up and exits with the child's
+status. A clean exit (0) is not restarted. SIGTERM or SIGINT to the keeper is
+passed to the child, and the keeper exits when it has. The status file (JSON,
+replaced atomically) says what runs now: `child_pid`, `restarts`,
+`last_exit_code` (a negative number is the signal), `state`.
+
+Only the standard library: the keeper must start fast and stay small.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+RESET_AFTER_S = 10.0  # Docker resets its restart back-off once a container has run this long
+STOP_GRACE_S = 10.0  # matches `pdd-emu down`: SIGKILL after this
+
+
+class Keeper:
+    def __init__(self, cmd: list[str], status: Path, max_restarts: int, backoff_s: float, max_backoff_s: float):
+        self.cmd, self.status_path = cmd, status
+        self.max_restarts, self.backoff_s, self.max_backoff_s = max_restarts, backoff_s, max_backoff_s
+        self.child: subprocess.Popen | None = None
+        self.restarts = 0
+        self.failures_in_a_row = 0
+        self.last_exit_code: int | None = None
+        self.stopping = False
+
+    def write_status(self, state: str) -> None:
+        status = {"keeper_pid": os.getpid(), "child_pid": self.child.pid if self.child else None, "state": state,
+                  "restarts": self.restarts, "last_exit_code": self.last_exit_code, "cmd": self.cmd,
+                  "updated_at": time.time()}
+        tmp = self.status_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(status))
+        tmp.replace(self.status_path)
+
+    def stop(self, signum: int, _frame: object) -> None:
+        self.stopping = True
+        if self.child is not None and self.child.poll() is None:
+            self.child.send_signal(signum)
+
+    def run(self) -> int:
+        while True:
+            started = time.monotonic()
+            self.child = subprocess.Popen(self.cmd, stdin=subprocess.DEVNULL)
+            self.write_status("running")
+            code = self._wait_child()
+            self.last_exit_code = code
+            if self.stopping or code == 0:
+                self.write_status("stopped" if self.stopping else "exited")
+                return code
+            ran_s = time.monotonic() - started
+            self.failures_in_a_row = 1 if ran_s >= RESET_AFTER_S else self.failures_in_a_row + 1
+            if self.failures_in_a_row > self.max_restarts:
+                _say(f"exited with {_describe(code)}; {self.max_restarts} restarts in a row failed, giving up")
+                self.write_status("gave-up")
+                return code if code > 0 else 128 - code
+            delay = min(self.backoff_s * 2 ** (self.failures_in_a_row - 1), self.max_backoff_s)
+            self.restarts += 1
+            _say(f"exited with {_describe(code)} after {ran_s:.1f} s; restart {self.restarts} in {delay:g} s")
+            self.write_status("backoff")
+            deadline = time.monotonic() + delay
+            while not self.stopping and time.monotonic() < deadline:
+                time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))  # a signal ends it early
+            if self.stopping:
+                self.write_status("stopped")
+                return code
+
+    def _wait_child(self) -> int:
+        assert self.child is not None
+        kill_at = None
+        while True:
+            try:
+                return self.child.wait(timeout=0.1)
+            except subprocess.TimeoutExpired:
+                if self.stopping:
+                    kill_at = kill_at or time.monotonic() + STOP_GRACE_S
+                    if time.monotonic() > kill_at:
+                        self.child.kill()  # it ignored SIGTERM for the whole grace period
+
+
+def _describe(code: int) -> str:
+    if code < 0:
+        try:
+            return f"signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"signal {-code}"
+    return f"status {code}"
+
+
+def _say(line: str) -> None:
+    print(f"{time.strftime('%Y-%m-%d %H:%M:%S')} keeper: {line}", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m services.launcher.keeper", description=__doc__.split("\n")[0])
+    parser.add_argument("--status", type=Path, required=True, help="JSON status file to keep up to date")
+    parser.add_argument("--max-restarts", type=int, default=5, help="failures in a row before giving up")
+    parser.add_argument("--backoff", type=float, default=0.5, help="first restart delay, seconds")
+    parser.add_argument("--max-backoff", type=float, default=8.0, help="longest restart delay, seconds")
+    parser.add_argument("cmd", nargs=argparse.REMAINDER, help="-- then the command to keep running")
+    args = parser.parse_args(argv)
+    cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+    if not cmd:
+        parser.error("no command to keep running")
+    keeper = Keeper(cmd, args.status, args.max_restarts, args.backoff, args.max_backoff)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, keeper.stop)
+    return keeper.run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

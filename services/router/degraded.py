@@ -1,0 +1,42 @@
+"""Degraded modes: serve what the mesh still can instead of answering 503 (docs/reliability.md).
+
+- Main decode down: the relay serves whole requests, prefill shipping the KV to it alone over
+  RDMA (P-RLD, `fallback`). Only while the relay has room: a saturated relay still means 503.
+- A prefill pool down: the prefill goes to another pool (`services/router/prefill_target.py`).
+- The relay's transfer missed its deadline while main decode holds the KV: main decode decodes
+  from the first token itself (services/main_decode/server.py) and the router streams it.
+
+Each one is named in the request's `pdd` stats (`degraded`) and counted in /metrics
+(`pdd_degraded_requests{kind}`).
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import AsyncIterator
+
+from services.launcher.plan import ServicePlan
+from services.router.api import ApiError
+from services.router.pipelines import Finished, Job, Peers, Token, run_p_d
+from services.types import Degraded, Mode, Pipeline
+
+
+async def relay_alone(peers: Peers, job: Job, mode: Mode, relay: ServicePlan | None, relay_hit: int,
+                      relay_load: float, dispatches: collections.Counter, cause: ApiError
+                      ) -> AsyncIterator[Token | Finished]:
+    """P-RLD while no main decode answers its cache lookup."""
+    spec = peers.plan.scenario.pdd
+    if relay is None or relay_load >= spec.relay_max_load:
+        why = "no relay reachable" if relay is None else f"the relay is saturated (load {relay_load:.2f})"
+        raise ApiError(cause.status, f"{cause.message}; {why} to serve it instead", kind=cause.kind, code=cause.code)
+    dispatches[relay.name] += 1
+    try:
+        async for item in run_p_d(peers, job, mode, relay, relay_hit, Pipeline.P_RLD):
+            if isinstance(item, Token):
+                yield item
+                continue
+            item.pdd.update(fallback=True, degraded=Degraded.MAIN_DECODE_DOWN.value, rld_tokens=item.pdd["md_tokens"], md_tokens=0)
+            item.pdd["policy"] = {"estimate_s": None, "reason": "main decode unreachable"}
+            yield item
+    finally:
+        dispatches[relay.name] -= 1

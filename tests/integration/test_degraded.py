@@ -1,0 +1,74 @@
+"""Degraded modes on a real pdd-mini: the relay serves while main decode is down, main decode serves
+when the relay's transfer is late. Each one named in the `pdd` stats and counted in /metrics."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+import urllib.request
+
+import pytest
+
+from services.chaos.outcomes import FaultFreeText
+from services.launcher.processes import keeper_status, read_state
+from services.profiles import load_model
+from tests.integration.mesh import plan_of, running_mesh
+from tests.integration.test_mesh_modes import _stream
+
+pytestmark = pytest.mark.integration
+
+TEXT = FaultFreeText(7, load_model("llama3-8b").vocab_size)  # pdd-mini's seed
+
+
+def _prompt(n: int, salt: int) -> list[int]:
+    return [(i * 7919 + salt * 104729) % 50000 for i in range(n)]
+
+
+def _metric(url: str, kind: str) -> float:
+    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as reply:
+        text = reply.read().decode()
+    line = next((l for l in text.splitlines() if l.startswith(f'pdd_degraded_requests_total{{kind="{kind}"}}')), None)
+    return float(line.split()[-1]) if line else 0.0
+
+
+def _control(run_dir, kind: str, method: str, path: str, body: dict | None = None) -> dict:
+    link = next(l for l in plan_of(run_dir)["links"] if l["kind"] == kind)
+    request = urllib.request.Request(f"http://{link['host']}:{link['control_port']}{path}", method=method,
+                                     data=json.dumps(body).encode() if body is not None else None)
+    with urllib.request.urlopen(request, timeout=10) as reply:
+        return json.loads(reply.read())
+
+
+def test_with_main_decode_down_the_relay_serves_whole_requests(tmp_path):
+    with running_mesh("pdd-mini", tmp_path) as url:
+        _, started = read_state(tmp_path)
+        keeper = next(p for p in started if p.name == "main-decode")
+        child = keeper_status(tmp_path, "main-decode")["child_pid"]
+        os.killpg(keeper.pid, signal.SIGKILL)  # keeper and service: down for good
+        deadline = time.monotonic() + 10
+        while os.path.exists(f"/proc/{child}") and time.monotonic() < deadline:
+            time.sleep(0.02)
+        results = [(_stream(url, _prompt(n, salt), 12), _prompt(n, salt)) for salt, n in ((1, 300), (2, 8000))]
+        counted = _metric(url, "main-decode-down")
+    for (text, pdd), prompt in results:
+        assert text == TEXT.text(TEXT.ids(prompt, 12))
+        assert pdd["pipeline"] == "P-RLD" and pdd["fallback"] and pdd["degraded"] == "main-decode-down"
+        assert pdd["rld_tokens"] == 12 and pdd["md_tokens"] == 0 and pdd["wan_bytes"] == 0
+    assert counted == 2
+
+
+def test_a_late_relay_transfer_is_served_by_main_decode_which_holds_the_kv(tmp_path):
+    # The relay's RDMA link holds every byte; its transfer misses the 6 s deadline, while main decode's
+    # KV (30K fresh tokens, about 3 s over the WAN) lands in time.
+    with running_mesh("pdd-mini", tmp_path, "transfer_timeout_s=6s") as url:
+        _control(tmp_path, "rdma", "POST", "/partition", {"mode": "blackhole", "direction": "both"})
+        prompt = _prompt(30000, 3)
+        text, pdd = _stream(url, prompt, 16)
+        _control(tmp_path, "rdma", "DELETE", "/partition")
+        counted = _metric(url, "relay-transfer-deadline")
+    assert text == TEXT.text(TEXT.ids(prompt, 16))
+    assert pdd["pipeline"] == "P-RLD-MD" and pdd["degraded"] == "relay-transfer-deadline", pdd
+    assert pdd["rld_tokens"] == 0 and pdd["md_tokens"] == 16
+    assert counted == 1
