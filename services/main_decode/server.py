@@ -169,12 +169,13 @@ class DecodeService(pb_grpc.DecodeServicer):
         """Token events of one sequence, then its stats; a relayed one also ends at its handoff cut.
 
         With a sink, tokens go to it as each step ends and only the rest comes through here; a
-        relayed sequence's tokens always come here, for the relay's bookkeeping of the cut.
+        relayed sequence's sink also keeps the relay's ledger, and a stream at its cut ends when
+        the handoff releases the sequence.
         """
         rid = handle.request_id
         relayed_request = self.relay.requests.get(rid) if relayed else None
-        if sink is not None and relayed_request is None:
-            handle.forward(sink)
+        if sink is not None:
+            handle.forward(sink if relayed_request is None else relayed_request.forwarding(sink))
         try:
             async for event in handle.events():
                 if isinstance(event, FinishedEvent):
