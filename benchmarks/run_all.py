@@ -1,7 +1,7 @@
 """Run every benchmark in turn and print its figures; `--quick` shortens the long ones.
 
 The numbers recorded in docs/ come from the full runs named in each doc; this
-script is the one command that reruns them all (about 25 minutes in full, 8 quick).
+script is the one command that reruns them all (about 32 minutes in full, 9 quick).
 
     .venv/bin/python benchmarks/run_all.py [--quick]
 """
@@ -21,6 +21,7 @@ FULL = [
     ["benchmarks.bench_netem_reconfigure"],
     ["benchmarks.bench_mesh_lag"],
     ["benchmarks.bench_intake"],
+    ["benchmarks.bench_token_cost"],
     ["benchmarks.bench_handoff", "--requests", "20"],
     ["benchmarks.bench_pdd_steady", "--duration", "300"],
 ]
@@ -31,6 +32,7 @@ QUICK_ARGS = {
     "benchmarks.bench_handoff": ["--requests", "5"],
     "benchmarks.bench_pdd_steady": ["--duration", "60"],
     "benchmarks.bench_engine": ["--steps", "500"],
+    "benchmarks.bench_token_cost": ["--repeats", "1", "--tokens", "200", "--levels"],
 }
 
 

@@ -91,11 +91,12 @@ _END = object()  # closes an event stream without a FinishedEvent (cancel)
 class EventChannel:
     """A one-reader queue; asyncio.Queue's bookkeeping costs more than the rest of a token's path."""
 
-    __slots__ = ("_items", "_waiter", "sink")
+    __slots__ = ("_items", "_waiter", "sink", "_loop")
 
     def __init__(self) -> None:
         self._items: deque[object] = deque()
         self._waiter: asyncio.Future[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None  # asyncio.get_running_loop() costs a getpid()
         # Offered each item first while nothing is queued; True: taken, so no reader wakes for it.
         self.sink: Callable[[object], bool] | None = None
 
@@ -112,7 +113,9 @@ class EventChannel:
         while not self._items:
             if self._waiter is not None:
                 raise RuntimeError("a sequence's events are already being read by another task")
-            waiter = self._waiter = asyncio.get_running_loop().create_future()
+            if self._loop is None:
+                self._loop = asyncio.get_running_loop()
+            waiter = self._waiter = self._loop.create_future()
             try:
                 await waiter
             finally:

@@ -1,9 +1,9 @@
 """Time dilation: run an emulated deployment k times slower than real time, then report in emulated time.
 
-Each output token costs the emulator about a third of a millisecond of Python
-(decode, router, client together), so a deployment that emits more tokens per
-second than the machine's CPUs can carry would be measured on the emulator's
-overhead, not on its model. Dilating time by k divides the real token rate by
+Each output token costs the emulator CPU time (decode, router and client
+together, `TOKEN_CPU_S`), so a deployment that emits more tokens per second than
+the machine's CPUs can carry would be measured on the emulator's overhead, not
+on its model. Dilating time by k divides the real token rate by
 k and leaves every emulated quantity alone (docs/results.md §Time dilation):
 
     real step time      = k x roofline step time    (Scenario.time_dilation)
@@ -19,6 +19,16 @@ read in emulated time, which is the point.
 from __future__ import annotations
 
 from services.scenario import LinkSpec, Scenario
+
+# CPU seconds one streamed output token costs the mesh and the bench client together on the 2-core
+# machine: benchmarks/bench_token_cost.py on pd-intra-mini, mesh total 55.3 us plus bench client
+# 42.5 us per chunk, rounded up (docs/mesh.md §Cost of a streamed token). It was 0.35 ms before the
+# token feed.
+TOKEN_CPU_S = 100e-6
+# CPU seconds per second the emulator may spend streaming tokens: the share of the two cores the first
+# derivation allowed (2000 tokens/s x 0.35 ms), kept so that prefill, KV bytes and the OS keep the rest.
+TOKEN_CPU_BUDGET = 0.7
+REAL_TOKENS_PER_S = TOKEN_CPU_BUDGET / TOKEN_CPU_S  # the output-token rate the mesh carries comfortably
 
 _RECORD_SECONDS = ("send_s", "ttft_s", "tpot_s", "e2e_s", "elapsed_s")
 _PDD_SECONDS = ("kv_transfer_s",)

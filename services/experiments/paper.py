@@ -21,7 +21,7 @@ from pathlib import Path
 from loadgen.spec import parse_spec
 from services.experiments import reported
 from services.experiments.comparison import Row
-from services.experiments.dilation import dilation_for
+from services.experiments.dilation import REAL_TOKENS_PER_S, dilation_for
 from services.engine.batch import StepBatch
 from services.engine.roofline import RooflineClock
 from services.experiments.goodput import LoadPoint, MaxGoodput, max_goodput
@@ -43,7 +43,7 @@ class PaperConfig:
     step_ramp_s: float
     settle_s: float
     measure_s: float
-    real_tokens_per_s: float = 2000.0  # the emulator's comfortable output-token rate on this machine
+    real_tokens_per_s: float = REAL_TOKENS_PER_S  # the emulator's comfortable output-token rate on this machine
     workload: str = WORKLOAD
     seed: int = 0
 

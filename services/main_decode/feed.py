@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import AsyncIterator
+from typing import AsyncIterator, Callable
 
+import grpc
+
+from services.engine.sequence import TokenEvent
 from services.rpc import pb
 
 
@@ -86,3 +89,42 @@ class FeedTable:
 
     def __len__(self) -> int:
         return len(self._feeds)
+
+
+class Route:
+    """One Generate call's way out: its tokens into the feed (when there is one), its stats as events."""
+
+    __slots__ = ("feed", "request_id", "end")
+
+    def __init__(self, feed: Feed | None, request_id: str) -> None:
+        self.feed, self.request_id = feed, request_id
+        self.end = 0  # one past the last position sent, by either way
+
+    @property
+    def sink(self) -> Callable[[object], bool] | None:
+        """What the engine offers each event as the step ends (SequenceHandle.forward); None without a feed."""
+        return self._take if self.feed is not None else None
+
+    def _take(self, event: object) -> bool:
+        if type(event) is not TokenEvent or self.feed.closed:
+            return False  # events() takes it (and fails the call if the feed has closed)
+        self.end = event.position + 1
+        self.feed.put(self.request_id, event.position, event.token_id)
+        return True
+
+    async def events(self, source: AsyncIterator, context: grpc.aio.ServicerContext) -> AsyncIterator[pb.GenerateEvent]:
+        """The call's stream: engine TokenEvents from `source` sent on (or as events), stats with the end."""
+        async for event in source:
+            if type(event) is not TokenEvent:
+                event.stats.end_position = self.end
+                yield event
+                continue
+            self.end = event.position + 1
+            if self.feed is None:
+                yield pb.GenerateEvent(token=pb.TokenEvent(position=event.position, token=event.token_id,
+                                                           t_unix=time.time()))
+                continue
+            try:
+                self.feed.put(self.request_id, event.position, event.token_id)
+            except FeedClosed as exc:
+                await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))

@@ -19,7 +19,7 @@ from services.instances import RoleProcess
 from services.kv.receiver import KvReceiver, ReceiverLimits, TransferFailed, TransferTable
 from services.launcher.plan import MeshPlan, ServicePlan
 from services.kv.shipper import KvShipper
-from services.main_decode.feed import FeedClosed, FeedTable
+from services.main_decode.feed import FeedTable, Route
 from services.main_decode.handoff import take_over, take_over_by_kv
 from services.profiles import load_model
 from services.relay_decode.relay import RelayLedger
@@ -85,31 +85,8 @@ class DecodeService(RelayServicer, pb_grpc.DecodeServicer):
 
     async def Generate(self, request, context):
         """The request's events; its tokens go through the caller's feed when the call names an open one."""
-        feed = self.feeds.get(metadata_value(context, TOKEN_FEED_METADATA))
-        rid, end = request.request_id, 0
-
-        def to_feed(event) -> bool:
-            """Called by the engine as a step ends: the token goes out with the step's others, no task wakes."""
-            nonlocal end
-            if type(event) is not TokenEvent or feed.closed:
-                return False  # the loop below takes it (and fails the call if the feed has closed)
-            end = event.position + 1
-            feed.put(rid, event.position, event.token_id)
-            return True
-
-        async for event in self._generate(request, context, to_feed if feed is not None else None):
-            if type(event) is TokenEvent:
-                end = event.position + 1
-                if feed is None:
-                    yield pb.GenerateEvent(token=pb.TokenEvent(position=event.position, token=event.token_id,
-                                                               t_unix=time.time()))
-                    continue
-                try:
-                    feed.put(rid, event.position, event.token_id)
-                except FeedClosed as exc:
-                    await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
-                continue
-            event.stats.end_position = end
+        route = Route(self.feeds.get(metadata_value(context, TOKEN_FEED_METADATA)), request.request_id)
+        async for event in route.events(self._generate(request, context, route.sink), context):
             yield event
 
     async def _generate(self, request, context, sink):
@@ -235,12 +212,13 @@ class DecodeService(RelayServicer, pb_grpc.DecodeServicer):
         """Token events of one sequence, then its stats; a relayed one also ends at its handoff cut.
 
         With a sink, tokens go to it as each step ends and only the rest comes through here; a
-        relayed sequence's tokens always come here, for the relay's bookkeeping of the cut.
+        relayed sequence's sink also keeps the relay's ledger, and a stream at its cut ends when
+        the handoff releases the sequence.
         """
         rid = handle.request_id
         relayed_request = self.relay.requests.get(rid) if relayed else None
-        if sink is not None and relayed_request is None:
-            handle.forward(sink)
+        if sink is not None:
+            handle.forward(sink if relayed_request is None else relayed_request.forwarding(sink))
         try:
             async for event in handle.events():
                 if isinstance(event, FinishedEvent):

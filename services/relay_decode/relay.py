@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from typing import Callable
 
 from services.engine.scheduler import SequenceHandle
+from services.engine.sequence import TokenEvent
 
 HANDOFF_WAIT_S = 10.0  # the cut is at most one decode step away; this only bounds a stuck engine
 
@@ -42,6 +44,20 @@ class RelayedRequest:
             raise RuntimeError(f"relay got position {position}, expected {len(self.ids)}")
         self.ids.append(token)
         self.changed.set()
+
+    def forwarding(self, sink: Callable[[object], bool]) -> Callable[[object], bool]:
+        """`sink` for the engine (SequenceHandle.forward), with this request's bookkeeping of each token.
+
+        It takes only a token that belongs before the cut, in order, and that `sink` took; any other
+        event goes to the stream's reader, which ends the stream at the cut or raises.
+        """
+        def take(event: object) -> bool:
+            if type(event) is not TokenEvent or event.position != len(self.ids) \
+                    or (self.cut is not None and event.position >= self.cut) or not sink(event):
+                return False
+            self.produced(event.position, event.token_id)
+            return True
+        return take
 
 
 class RelayLedger:

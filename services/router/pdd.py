@@ -19,6 +19,7 @@ from typing import AsyncIterator, Callable
 
 import grpc
 
+from services.engine.sequence import EventChannel
 from services.router.api import ApiError
 from services.router.degraded import relay_alone
 from services.router.pipelines import (
@@ -102,7 +103,7 @@ async def pdd(peers: Peers, job: Job, mode: Mode) -> AsyncIterator[Token | Finis
         else:
             source = _relay_then_main(peers, job, mode, md, md_hit, relay, relay_hit, arrive)
         async for item in source:
-            if isinstance(item, Token) and choice.pipeline is Pipeline.P_MD:
+            if not arrived and type(item) is Token and choice.pipeline is Pipeline.P_MD:
                 arrive()  # main decode releases token 0 only once its KV is whole
             elif isinstance(item, Finished):
                 item.pdd["policy"] = {"estimate_s": round(choice.estimate_s, 4), "reason": choice.reason}
@@ -126,19 +127,19 @@ async def _relay_then_main(peers: Peers, job: Job, mode: Mode, md, md_hit: int, 
     relay_call = peers.generate(relay.name, pb.GenerateRequest(**base, relay=True, relay_cap=spec.relay_cap))
     prefill, prefill_call = start_prefill(peers, job, md.name, md_hit, relay.name, relay_hit)
     cancel_on_failure(prefill_call, md_call, relay_call)
-    md_queue: asyncio.Queue = asyncio.Queue()
+    md_queue = EventChannel()  # one token per item after the handoff: asyncio.Queue costs more
 
     handed_off = asyncio.Event()
 
     async def drain_main() -> None:
         try:
             async for event in md_call:
-                md_queue.put_nowait(event)
-            md_queue.put_nowait(_MD_DONE)
+                md_queue.put(event)
+            md_queue.put(_MD_DONE)
         except asyncio.CancelledError as exc:
-            md_queue.put_nowait(exc)
+            md_queue.put(exc)
         except (grpc.aio.AioRpcError, ApiError) as exc:
-            md_queue.put_nowait(exc)
+            md_queue.put(exc)
             if not handed_off.is_set():
                 # Main decode is gone before taking over: the relay finishes the request instead.
                 stats["fallback"] = True
@@ -157,7 +158,8 @@ async def _relay_then_main(peers: Peers, job: Job, mode: Mode, md, md_hit: int, 
         try:
             async for event in relay_call:
                 if type(event) is Token:
-                    job.timeline.setdefault("first_token", time.time())
+                    if "first_token" not in job.timeline:
+                        job.mark("first_token")
                     stats["rld_tokens"] += 1
                     yield event
                     continue
@@ -226,7 +228,7 @@ async def _stop_wan_transfer(peers: Peers, prefill, job: Job) -> bool:
     return cancelled.cancelled
 
 
-async def _main_tokens(queue: asyncio.Queue, stats: dict, job: Job, cut: int) -> AsyncIterator[Token]:
+async def _main_tokens(queue: EventChannel, stats: dict, job: Job, cut: int) -> AsyncIterator[Token]:
     """Main decode's stream after the cut: tokens from position `cut` on, then its stats."""
     while True:
         event = await queue.get()

@@ -71,3 +71,29 @@ async def test_request_shorter_than_the_cap_finishes_on_the_relay(make_engine):
 async def test_unknown_request_is_a_key_error():
     with pytest.raises(KeyError):
         await RelayLedger().handoff("nope", 0, stop=True)
+
+
+async def test_a_forwarding_sink_keeps_the_ledger_and_stops_at_the_cut(make_engine):
+    """Tokens handed out as each step ends are recorded once, in order; none at or past the cut."""
+    ledger = RelayLedger()
+    engine = await make_engine(RecordingClock(per_step_s=0.002))
+    ids = prompt(64)
+    first = output_token(prompt_fingerprint(ids), 0, 3, VOCAB)
+    handle = engine.submit(Sequence("f", ids + [first], prompt_len=64, kv_tokens=64, generate=39, first_position=1,
+                                    seed=3))
+    relayed = ledger.add("f", handle, first, 40, 0)
+    sent: list[int] = []
+
+    def feed(event) -> bool:
+        sent.append(event.position)
+        return True
+
+    handle.forward(relayed.forwarding(feed))
+    while len(relayed.ids) < 5:
+        await asyncio.wait_for(relayed.changed.wait(), 10)
+        relayed.changed.clear()
+    got, end, stopped, finished = await asyncio.wait_for(ledger.handoff("f", 0, stop=True), 10)
+    assert stopped and not finished and got == relayed.ids[:end] and len(got) == end
+    assert sent == list(range(1, end))  # position 0 came with the KV; each later one exactly once
+    take = relayed.forwarding(feed)
+    assert not take(TokenEvent(end, 1, 0.0)) and not take(TokenEvent(3, 1, 0.0))  # past the cut; out of order
