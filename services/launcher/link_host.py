@@ -188,6 +188,9 @@ def kernel_takeover(plan: MeshPlan, runner: str, report: Callable[[str], None]) 
     from netem.kernel import Interface, KernelLink, KernelUnsupported
     from netem.kernel.backend import check_available
 
+    # Held from here, before any line is reported: a stop sent as soon as a line appears is then
+    # taken by _wait_for_stop (and the links get their settings back), never fatal halfway.
+    signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
     wan = [link for link in plan.links if link.runner == runner and link.kind == "wan"]
     if not wan:
         report(f"pdd-emu compose netem: {runner} runs no WAN link in this plan; nothing to shape")
@@ -230,7 +233,10 @@ def _interfaces() -> list[str]:
         return sorted(name for link in ipr.get_links() if (name := link.get_attr("IFLA_IFNAME")) != "lo")
 
 
+_STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
+
+
 def _wait_for_stop() -> int:
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
-    signal.sigwait({signal.SIGTERM, signal.SIGINT})
+    """Until SIGTERM or SIGINT (kernel_takeover blocked them, so none is lost before this wait)."""
+    signal.sigwait(_STOP_SIGNALS)
     return 0
