@@ -160,14 +160,16 @@ async def test_unreachable_router_is_a_clear_error(tmp_path):
 
 
 async def test_trace_replay_keeps_the_trace_timing(fake_router, tmp_path):
-    summary = await run_bench(config(fake_router, tmp_path, f"mooncake:{SAMPLE}:speed=100,limit=40,max_output=4",
+    # speed 20: the 40 requests span 0.6 s, so some finish before a later one sharing their prefix
+    # arrives even on a loaded machine (at 100 they all arrived within 0.12 s, and reuse could not show)
+    summary = await run_bench(config(fake_router, tmp_path, f"mooncake:{SAMPLE}:speed=20,limit=40,max_output=4",
                                      duration_s=30))
     assert summary.sent == 40 and summary.offered_rate is None
     trace = [json.loads(line) for line in SAMPLE.read_text().splitlines()[:40]]
     records = sorted(lines(tmp_path / "run" / "requests.jsonl"), key=lambda r: int(r["id"][1:]))
     for row, r in zip(trace, records):
         assert r["prompt_tokens"] == row["input_length"]
-        assert_close(r["send_s"], (row["timestamp"] - trace[0]["timestamp"]) / 1000 / 100, rel=0.0, abs_=0.25,
+        assert_close(r["send_s"], (row["timestamp"] - trace[0]["timestamp"]) / 1000 / 20, rel=0.0, abs_=0.25,
                      what=f"send time of {r['id']}")
     served = {s.request_id: s for s in fake_router.served}
     assert any(r["hit_rate"] > 0 for r in records), "the sample's first 40 requests share prefixes"
