@@ -7,32 +7,15 @@ from pathlib import Path
 from loadgen.report.plots import new_figure, save
 from services.experiments.economics.search import Knee
 from services.experiments.economics.sensitivity import Bar
-from services.experiments.goodput import THRESHOLD
-from services.experiments.plots import plot_ttft_cdfs
+from services.experiments.plots import plot_sweep, plot_ttft_cdfs
 
 
 def plot_goodput_curves(knees: dict[str, Knee], path: Path) -> Path:
-    """Attainment (left) and goodput (right) against load per deployment, the knee marked on both."""
-    figure = new_figure(10.0, 4.2)
-    left, right = figure.add_subplot(1, 2, 1), figure.add_subplot(1, 2, 2)
-    for label, knee in knees.items():
-        points = sorted(knee.points, key=lambda p: p.load)
-        loads = [p.load for p in points]
-        line, = left.plot(loads, [p.attainment for p in points], marker="o", label=label)
-        right.plot(loads, [p.goodput_rps for p in points], marker="o", color=line.get_color(), label=label)
-        if knee.best.load is not None:
-            for axes in (left, right):
-                axes.axvline(knee.best.load, color=line.get_color(), linestyle="--", alpha=0.6)
-            right.plot([knee.best.load], [knee.goodput_rps], marker="*", markersize=14, color=line.get_color())
-    left.axhline(THRESHOLD, color="gray", linestyle=":", label="90% within SLA")
-    left.set_ylabel("share of requests within SLA")
-    left.set_ylim(0, 1.05)
-    right.set_ylabel("goodput (req/s within SLA); star: max")
-    for axes in (left, right):
-        axes.set_xlabel("load (agents)")
-        axes.grid(alpha=0.3)
-        axes.legend(fontsize=8)
-    return save(figure, path)
+    """Attainment and goodput against load per deployment (experiments/plots.py), the knee marked."""
+    steps = {label: [{"users": p.load, "attainment": p.attainment, "goodput_rps": p.goodput_rps}
+                     for p in sorted(knee.points, key=lambda p: p.load)] for label, knee in knees.items()}
+    marks = {label: (knee.best.load, knee.goodput_rps) for label, knee in knees.items() if knee.best.load is not None}
+    return plot_sweep(steps, path, marks)
 
 
 def plot_ttfts(ttfts: dict[str, list[float]], sla_s: float, path: Path) -> Path:

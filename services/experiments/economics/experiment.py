@@ -26,7 +26,7 @@ from services.experiments.paper import WORKLOAD
 from services.experiments.runner import ExperimentResult
 from services.scenario import load_scenario
 
-QUICK_WORKLOAD = "agentic:context=16K,output=32..96,turns=6"  # short turns: a few minutes on two cores
+QUICK_WORKLOAD = "agentic:context=16K,output=256..512,turns=6"  # outputs long enough to outlast the handoff
 QUICK_LOADS = (4.0, 12.0)
 SIMULATOR_MODULE = "services.experiments.economics.simpoint"  # the simulator's backend, a sibling of meshpoint
 TORNADO_FIGURE = "bcr_gain"

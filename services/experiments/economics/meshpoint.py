@@ -92,7 +92,7 @@ def window_stats(window: list[Snapshot], scenario: Scenario) -> dict:
     prefill, decode, relay = (Role.PREFILL,), (Role.DECODE, Role.MAIN_DECODE), (Role.RELAY_DECODE,)
     instances = len(_engines(last, *prefill))
     queried = _delta(first, last, prefill, "prefix_cache_query_tokens")
-    hit = _delta(first, last, prefill, "prefix_cache_hit_tokens") + _delta(first, last, prefill, "host_cache_hit_tokens")
+    hit = sum(_delta(first, last, prefill, key) for key in ("prefix_cache_hit_tokens", "host_cache_hit_tokens"))
     steps = _delta(first, last, decode, "steps")
     usage = [sum(e["kv_blocks_used"] for e in _engines(s, *decode)) / max(1, sum(e["kv_blocks_total"] for e in
              _engines(s, *decode))) for _, s in window]

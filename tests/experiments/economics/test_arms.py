@@ -22,7 +22,8 @@ def test_each_arm_costs_what_its_gpus_and_line_cost(key):
 def test_pdd_arms_change_only_main_decode_on_the_same_b_gpus():
     tp8, tp16 = arm("pdd-b-tp8").scenario(), arm("pdd-b-tp16-dp").scenario()
     md8, md16 = tp8.pools_with(Role.MAIN_DECODE)[0], tp16.pools_with(Role.MAIN_DECODE)[0]
-    assert (md8.tp, md8.dp_attention, md8.count) == (8, 1, 4) and (md16.tp, md16.dp_attention, md16.count) == (16, 16, 2)
+    assert (md8.tp, md8.dp_attention, md8.count) == (8, 1, 4)
+    assert (md16.tp, md16.dp_attention, md16.count) == (16, 16, 2)
     assert gpu_count(tp8) == gpu_count(tp16) == 80
     others = lambda s: [p for p in s.pools if p.role is not Role.MAIN_DECODE]  # noqa: E731
     assert others(tp8) == others(tp16)
