@@ -62,7 +62,7 @@ def records_of(step: StepResult) -> list[dict]:
     return [json.loads(line) for line in lines if line.strip()]
 
 
-def _get_json(url: str) -> dict:
+def get_json(url: str) -> dict:
     with urllib.request.urlopen(url, timeout=STATS_TIMEOUT_S) as reply:
         return json.loads(reply.read())
 
@@ -72,7 +72,7 @@ def service_overheads(plan: MeshPlan, reset: bool = False) -> tuple[dict[str, fl
     query = "?reset_lag=1" if reset else ""
     lags, late = {}, 0.0
     for service in plan.services:
-        stats = _get_json(f"http://{service.host}:{service.http_port}/stats{query}")
+        stats = get_json(f"http://{service.host}:{service.http_port}/stats{query}")
         lags[service.name] = stats["loop_lag_s"]["p99"]
         for instance in stats.get("instances", {}).values():
             late = max(late, instance["late_seconds_max"])

@@ -71,6 +71,8 @@ async def economics_experiment(quick: bool, out: Path, log=print, seeds: int = 1
     if not quick:
         data["arms"], data["tornado"] = await _arms_and_sensitivity(runner, plan, outcome, out, images, log)
     notes = [f"- {key}: " + "; ".join(lines) for key, lines in outcome.checks.items()]
+    notes += [f"- {key}: no load failed the SLA, so its max goodput is only a lower bound"
+              for key, over in outcome.knees.items() if not all(k.converged for k in over.knees)]
     return ExperimentResult("economics", quick, outcome.figures, comparison_rows(outcome), data, notes, images)
 
 

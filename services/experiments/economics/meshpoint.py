@@ -18,7 +18,7 @@ from pathlib import Path
 from loadgen.spec import parse_spec
 from services.experiments.dilation import dilation_for
 from services.experiments.economics.loadpoint import PointResult, PointStats, Quantiles
-from services.experiments.meshrun import MeshRun, _get_json, records_of, run_deployment
+from services.experiments.meshrun import MeshRun, get_json, records_of, run_deployment
 from services.experiments.paper import expected_request_rate
 from services.experiments.population import Step
 from services.experiments.steady import Staircase, StepResult
@@ -64,7 +64,7 @@ async def _poll(plan: MeshPlan, snapshots: list[Snapshot]) -> None:
     started = time.monotonic()
     while True:
         stats = await asyncio.to_thread(
-            lambda: {s.name: _get_json(f"http://{s.host}:{s.http_port}/stats") for s in plan.services
+            lambda: {s.name: get_json(f"http://{s.host}:{s.http_port}/stats") for s in plan.services
                      if s.role is not Role.ROUTER})
         snapshots.append((time.monotonic() - started, stats))
         await asyncio.sleep(POLL_S)
