@@ -34,13 +34,15 @@ def _interrupt(signum, frame) -> None:
 def cmd_experiment(args: argparse.Namespace) -> int:
     from services.cli.errors import fail
     from services.experiments.economics.experiment import BackendMissing
-    from services.experiments.runner import run_experiment
+    from services.experiments.runner import SEEDED, run_experiment
 
     signal.signal(signal.SIGTERM, _interrupt)
     log = (lambda line: print(line, file=sys.stderr, flush=True)) if args.json else \
         (lambda line: print(line, flush=True))
     if args.seeds < 1:
         fail(f"--seeds must be at least 1, got {args.seeds}")
+    if args.seeds != 1 and args.name not in SEEDED:
+        fail(f"--seeds applies to {', '.join(SEEDED)} only, not to {args.name}")
     try:
         result = asyncio.run(run_experiment(args.name, args.quick, args.out / args.name, log, args.seeds))
     except BackendMissing as exc:

@@ -27,6 +27,9 @@ def test_seeds_must_be_positive(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "services.cli", "experiment", "economics", "--quick", "--seeds",
                            "0", "--out", str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "--seeds must be at least 1" in proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "services.cli", "experiment", "wan", "--quick", "--seeds", "3",
+                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "--seeds applies to economics only" in proc.stderr
 
 
 @pytest.mark.slow
