@@ -1,6 +1,6 @@
-"""`pdd-emu experiment NAME [--quick] [--out DIR] [--json]`: reproduce one measurement of the PDD report.
+"""`pdd-emu experiment NAME [--quick] [--seeds N] [--out DIR] [--json]`: reproduce one measurement of the PDD report.
 
-NAME is paper, bathtub, handoff or wan (docs/results.md). The report, figures
+NAME is paper, bathtub, handoff, wan or economics (docs/results.md); --seeds is economics's. The report, figures
 and result.json go to OUT/NAME; the table "paper | emulated | ratio" is
 printed, or with --json one JSON object of the headline figures.
 """
@@ -14,13 +14,14 @@ import signal
 import sys
 from pathlib import Path
 
-NAMES = ("paper", "bathtub", "handoff", "wan")
+NAMES = ("paper", "bathtub", "handoff", "wan", "economics")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("experiment", help="reproduce a measurement of the PDD report (docs/results.md)")
     p.add_argument("name", choices=NAMES, help="which measurement")
     p.add_argument("--quick", action="store_true", help="a short run that shows the direction of each effect")
+    p.add_argument("--seeds", type=int, default=1, help="economics: seeds per load point (mean and spread)")
     p.add_argument("--out", type=Path, default=Path("out/experiments"), help="reports go to OUT/NAME")
     p.add_argument("--json", action="store_true", help="print only the headline figures, as one JSON object")
     p.set_defaults(func=cmd_experiment)
@@ -31,12 +32,21 @@ def _interrupt(signum, frame) -> None:
 
 
 def cmd_experiment(args: argparse.Namespace) -> int:
-    from services.experiments.runner import run_experiment
+    from services.cli.errors import fail
+    from services.experiments.economics.experiment import BackendMissing
+    from services.experiments.runner import SEEDED, run_experiment
 
     signal.signal(signal.SIGTERM, _interrupt)
     log = (lambda line: print(line, file=sys.stderr, flush=True)) if args.json else \
         (lambda line: print(line, flush=True))
-    result = asyncio.run(run_experiment(args.name, args.quick, args.out / args.name, log))
+    if args.seeds < 1:
+        fail(f"--seeds must be at least 1, got {args.seeds}")
+    if args.seeds != 1 and args.name not in SEEDED:
+        fail(f"--seeds applies to {', '.join(SEEDED)} only, not to {args.name}")
+    try:
+        result = asyncio.run(run_experiment(args.name, args.quick, args.out / args.name, log, args.seeds))
+    except BackendMissing as exc:
+        fail(str(exc))
     if args.json:
         print(json.dumps(result.headline))
     else:

@@ -9,5 +9,6 @@
 | `paper.py`, `paper_report.py` | `experiment paper`: intra-DC PD, cross-DC PD and PDD |
 | `bathtub.py`, `bathtub_report.py` | `experiment bathtub`: the engine's planner in emulated time |
 | `handoff.py`, `wan.py`, `micro_reports.py` | `experiment handoff` and `experiment wan` |
+| `economics/` | `experiment economics`: max goodput near the knee, BCR, iso-cost arms, validity checks, sensitivity |
 | `plots.py`, `runner.py` | figures; running one experiment and writing its report |
 """

@@ -13,6 +13,7 @@ import json
 import shutil
 import time
 import urllib.request
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -61,7 +62,7 @@ def records_of(step: StepResult) -> list[dict]:
     return [json.loads(line) for line in lines if line.strip()]
 
 
-def _get_json(url: str) -> dict:
+def get_json(url: str) -> dict:
     with urllib.request.urlopen(url, timeout=STATS_TIMEOUT_S) as reply:
         return json.loads(reply.read())
 
@@ -71,7 +72,7 @@ def service_overheads(plan: MeshPlan, reset: bool = False) -> tuple[dict[str, fl
     query = "?reset_lag=1" if reset else ""
     lags, late = {}, 0.0
     for service in plan.services:
-        stats = _get_json(f"http://{service.host}:{service.http_port}/stats{query}")
+        stats = get_json(f"http://{service.host}:{service.http_port}/stats{query}")
         lags[service.name] = stats["loop_lag_s"]["p99"]
         for instance in stats.get("instances", {}).values():
             late = max(late, instance["late_seconds_max"])
@@ -90,8 +91,11 @@ def set_wan_rate(plan: MeshPlan, factor: float) -> None:
             reply.read()
 
 
-async def run_deployment(scenario: Scenario, workload: str, stairs: Staircase, out_dir: Path) -> MeshRun:
+async def run_deployment(scenario: Scenario, workload: str, stairs: Staircase, out_dir: Path,
+                         observe: Callable[[MeshPlan], Awaitable[None]] | None = None) -> MeshRun:
     """Start `scenario`'s mesh (dilated by the staircase's factor), climb it, read the services, stop the mesh.
+
+    `observe(plan)`, when given, runs beside the climb (from its start) and is cancelled when it ends.
 
     The cold start crosses a WAN running WARMUP_WAN_FACTOR times faster than planned; the line drops
     to its rate when the first ramp ends, so the windows see a warm deployment on the planned line.
@@ -104,10 +108,16 @@ async def run_deployment(scenario: Scenario, workload: str, stairs: Staircase, o
         await asyncio.to_thread(service_overheads, plan, True)  # start-up is not part of the run
         await asyncio.to_thread(set_wan_rate, plan, WARMUP_WAN_FACTOR)
         url = f"http://{plan.router.host}:{plan.router.http_port}"
-        steps = await run_staircase(url, scenario.model, workload, stairs, out_dir / "bench",
-                                    SlaConfig(ttft_s=scenario.sla.ttft_s, tpot_s=scenario.sla.tpot_s),
-                                    label=scenario.name, cost_per_hour=cost_per_hour(scenario),
-                                    after_ramp=lambda: asyncio.to_thread(set_wan_rate, plan, 1.0))
+        watcher = asyncio.create_task(observe(plan)) if observe is not None else None
+        try:
+            steps = await run_staircase(url, scenario.model, workload, stairs, out_dir / "bench",
+                                        SlaConfig(ttft_s=scenario.sla.ttft_s, tpot_s=scenario.sla.tpot_s),
+                                        label=scenario.name, cost_per_hour=cost_per_hour(scenario),
+                                        after_ramp=lambda: asyncio.to_thread(set_wan_rate, plan, 1.0))
+        finally:
+            if watcher is not None:
+                watcher.cancel()
+                await asyncio.gather(watcher, return_exceptions=True)
         lags, late = await asyncio.to_thread(service_overheads, plan)
     finally:
         await asyncio.to_thread(stop_processes, processes)

@@ -11,14 +11,22 @@ from services.experiments.bathtub import BathtubPoint
 from services.experiments.goodput import THRESHOLD
 
 
-def plot_sweep(steps: dict[str, list[dict]], path: Path) -> Path:
-    """Per deployment, against the number of agents: share within SLA (left) and goodput (right)."""
+def plot_sweep(steps: dict[str, list[dict]], path: Path, knees: dict[str, tuple[float, float]] | None = None) -> Path:
+    """Per deployment, against the number of agents: share within SLA (left) and goodput (right).
+
+    `knees` marks a deployment's max goodput (load, goodput) with a dashed line and a star.
+    """
     figure = new_figure(10.0, 4.2)
     left, right = figure.add_subplot(1, 2, 1), figure.add_subplot(1, 2, 2)
     for label, points in steps.items():
         users = [p["users"] for p in points]
         left.plot(users, [p["attainment"] for p in points], marker="o", label=label)
-        right.plot(users, [p["goodput_rps"] for p in points], marker="o", label=label)
+        line, = right.plot(users, [p["goodput_rps"] for p in points], marker="o", label=label)
+        if knees and label in knees:
+            load, goodput = knees[label]
+            for axes in (left, right):
+                axes.axvline(load, color=line.get_color(), linestyle="--", alpha=0.6)
+            right.plot([load], [goodput], marker="*", markersize=14, color=line.get_color())
     left.axhline(THRESHOLD, color="gray", linestyle=":", label="90% within SLA")
     left.set_ylabel("share of requests within SLA")
     left.set_ylim(0, 1.05)

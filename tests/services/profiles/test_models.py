@@ -23,6 +23,7 @@ EXACT_KV_BYTES_PER_TOKEN = {
     "qwen2.5-72b": 80 * 2 * 8 * 128 * 2,
     "deepseek-v3": (512 + 64) * 61 * 2,
     "pdd-paper": (512 + 64) * 61 * 1 // 8,
+    "pdd-paper-kv46k": (698 + 64) * 61 * 1,  # the article's 4649 KB per 100-token handoff
 }
 
 

@@ -1,0 +1,87 @@
+"""The economics method on any load-point backend: knees per deployment and seed, then the headline figures.
+
+1. Each deployment's knee: a grid of given loads (short runs) or the bisection
+   to 2% (search.py), per seed; the max goodput is the mean over seeds.
+2. The reference load is the baseline's highest load within SLA (first seed);
+   TTFTs are compared there, as the report compares its deployments at one load.
+3. Cost, BCR and the headline figures (figures.py); the validity checks at
+   every knee (validity.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from services.experiments.economics.figures import Deployment, headline
+from services.experiments.economics.loadpoint import LoadPointRunner, PointResult
+from services.experiments.economics.search import Knee, OverSeeds, bisect_knee, grid, grid_of
+from services.experiments.economics.validity import verdicts
+from services.scenario import Scenario
+
+
+@dataclass(frozen=True)
+class Plan:
+    workload: str
+    seeds: tuple[int, ...] = (0,)
+    loads: tuple[float, ...] | None = None  # a grid; None: bisect from first_load
+    first_load: float = 32.0
+
+
+@dataclass
+class Outcome:
+    """Every deployment's knees, the headline figures and the checks at each knee."""
+
+    knees: dict[str, OverSeeds]
+    deployments: dict[str, Deployment]
+    figures: dict[str, float | None]
+    checks: dict[str, list[str]] = field(default_factory=dict)  # per deployment, one line per verdict
+
+    def summary(self) -> dict:
+        return {key: {"scenario": d.scenario.name, "cost_per_hour": round(d.cost_per_hour, 2),
+                      "max_goodput_rps": {"mean": self.knees[key].mean, "spread": self.knees[key].spread,
+                                          "seeds": self.knees[key].values},
+                      "bounded": all(k.converged for k in self.knees[key].knees),
+                      "method": self.knees[key].knees[0].method, "bcr": d.bcr,
+                      "points": [{"load": p.load, "attainment": p.attainment, "goodput_rps": p.goodput_rps,
+                                  "ttft_p99_s": p.ttft_s.p99} for p in self.knees[key].knees[0].points],
+                      "checks": self.checks.get(key, [])}
+                for key, d in self.deployments.items()}
+
+
+async def knee_of(runner: LoadPointRunner, scenario: Scenario, plan: Plan, seed: int) -> Knee:
+    if plan.loads is not None:
+        many = getattr(runner, "run_grid", None)  # a backend that runs a whole grid in one go
+        if many is not None:
+            return grid_of(await many(scenario, plan.workload, plan.loads, seed))
+        return await grid(lambda load: runner.run_point(scenario, plan.workload, load, seed), plan.loads)
+    return await bisect_knee(lambda load: runner.run_point(scenario, plan.workload, load, seed), plan.first_load,
+                             integral=True)
+
+
+def _at(knee: Knee, load: float | None) -> PointResult | None:
+    """The point at `load`, or the nearest one below it (the nearest above when none is below)."""
+    if load is None or not knee.points:
+        return None
+    below = [p for p in knee.points if p.load <= load]
+    return max(below, key=lambda p: p.load) if below else min(knee.points, key=lambda p: p.load)
+
+
+async def run_method(runner: LoadPointRunner, scenarios: dict[str, Scenario], plan: Plan, log=print) -> Outcome:
+    """`scenarios` holds "pd-intra", "pd-cross" and "pdd" (and any other arms) by key."""
+    knees: dict[str, OverSeeds] = {}
+    for key, scenario in scenarios.items():
+        runs = []
+        for seed in plan.seeds:
+            knee = await knee_of(runner, scenario, plan, seed)
+            log(f"  {key} seed {seed}: " + ", ".join(f"{p.load:g}: {p.attainment:.0%}" for p in knee.points)
+                + f" -> {knee.goodput_rps if knee.goodput_rps is None else round(knee.goodput_rps, 3)} req/s")
+            runs.append(knee)
+        knees[key] = OverSeeds(tuple(runs))
+    base_knee = knees["pd-intra"].knees[0].at_knee()
+    reference = base_knee.load if base_knee else None
+    deployments = {key: Deployment(key, scenarios[key], over.mean, _at(over.knees[0], reference),
+                                   over.knees[0].at_knee()) for key, over in knees.items()}
+    figures = headline(deployments["pd-intra"], deployments["pd-cross"], deployments["pdd"])
+    checks = {key: [v.line() for v in verdicts(d.knee.stats)] if d.knee else ["no load within SLA"]
+              for key, d in deployments.items()}
+    return Outcome(knees, deployments, figures, checks)

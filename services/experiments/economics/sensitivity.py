@@ -1,0 +1,119 @@
+"""Every assumed parameter of the economics experiment as named override sets, and the tornado they give.
+
+A case changes the scenario (loader overrides, chosen per deployment: a pool is
+named by its role) and/or the workload spec. Each parameter has a low and a
+high case (the issue's alternative values, or the base +-50%); the tornado is
+the headline figure at each against the base run, widest swing first.
+Where each value comes from: docs/results.md, "Economics: method".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from loadgen.hitbins import DEFAULT_HIT_WEIGHTS
+from services.experiments.scaling import WAN_PRICE_PER_HOUR_20G
+from services.profiles import load_gpu
+from services.scenario import Scenario
+from services.types import Role
+
+H100_PRICE = load_gpu("h100-sxm").price_per_hour  # GPU-A, from the profile
+BASE_THRESHOLD_S = 0.5  # PddSpec's default, the report's
+
+
+def _b_pools(scenario: Scenario) -> list[str]:
+    return [p.name for p in scenario.pools if p.dc != scenario.pools[0].dc]
+
+
+def _b_price(premium: float) -> Callable[[Scenario], tuple[str, ...]]:
+    return lambda s: tuple(f"pools.{name}.price_per_hour={H100_PRICE * (1 + premium):.4f}" for name in _b_pools(s))
+
+
+def _if_wan(field: str, value: float) -> Callable[[Scenario], tuple[str, ...]]:
+    return lambda s: (f"{field}={value}",) if s.wan_price_per_hour else ()
+
+
+def _if_role(role: Role, override: str) -> Callable[[Scenario], tuple[str, ...]]:
+    return lambda s: tuple(override.format(name=p.name) for p in s.pools_with(role))
+
+
+def _hits(first_bin_factor: float) -> str:
+    weights = (DEFAULT_HIT_WEIGHTS[0] * first_bin_factor, *DEFAULT_HIT_WEIGHTS[1:])
+    return "hits=" + "/".join(f"{w:.3f}" for w in weights)
+
+
+def _none(scenario: Scenario) -> tuple[str, ...]:
+    return ()
+
+
+@dataclass(frozen=True)
+class Case:
+    label: str  # the value, as the tornado shows it
+    scenario_overrides: Callable[[Scenario], tuple[str, ...]] = _none
+    workload_option: str | None = None  # key=value replacing the workload spec's own
+
+    def workload(self, spec: str) -> str:
+        return spec if self.workload_option is None else with_option(spec, self.workload_option)
+
+
+@dataclass(frozen=True)
+class Parameter:
+    name: str
+    base: str  # the base value, as the table shows it
+    low: Case
+    high: Case | None  # None: only one alternative exists
+
+
+PARAMETERS = (
+    Parameter("KV bytes per token", "4.4 KB", Case("46 KB", lambda s: ("model=pdd-paper-kv46k",)), None),
+    Parameter("GPU-B price premium", f"{load_gpu('h200-sxm').price_per_hour / H100_PRICE - 1:.0%}",
+              Case("20%", _b_price(0.20)), Case("30%", _b_price(0.30))),
+    Parameter("line price", f"${WAN_PRICE_PER_HOUR_20G:.2f}/h",
+              Case("-50%", _if_wan("wan_price_per_hour", WAN_PRICE_PER_HOUR_20G / 2)),
+              Case("+50%", _if_wan("wan_price_per_hour", WAN_PRICE_PER_HOUR_20G * 1.5))),
+    # one TP16 H100 instance is the smallest that holds the model, so the relay can only grow
+    Parameter("relay size", "1 instance", Case("2 instances", _if_role(Role.RELAY_DECODE, "pools.{name}.count=2")),
+              None),
+    Parameter("host-tier size", "50% of DRAM", Case("25%", lambda s: ("engine.host_cache_fraction=0.25",)),
+              Case("75%", lambda s: ("engine.host_cache_fraction=0.75",))),
+    Parameter("hit mix (0-90% bin)", f"{DEFAULT_HIT_WEIGHTS[0]:.0%}", Case("-50%", workload_option=_hits(0.5)),
+              Case("+50%", workload_option=_hits(1.5))),
+    Parameter("output length", "512..1K", Case("-50%", workload_option="output=256..512"),
+              Case("+50%", workload_option="output=768..1536")),
+    Parameter("pipeline threshold", f"{BASE_THRESHOLD_S * 1000:.0f} ms",
+              Case("-50%", _if_role(Role.RELAY_DECODE, f"pdd.transfer_threshold_s={BASE_THRESHOLD_S / 2}")),
+              Case("+50%", _if_role(Role.RELAY_DECODE, f"pdd.transfer_threshold_s={BASE_THRESHOLD_S * 1.5}"))),
+)
+
+
+def with_option(spec: str, option: str) -> str:
+    """`kind:a=1,b=2` with `option` (key=value) set, replacing the spec's own value of that key."""
+    kind, _, rest = spec.partition(":")
+    key = option.partition("=")[0]
+    kept = [part for part in rest.split(",") if part and part.partition("=")[0] != key]
+    return f"{kind}:{','.join([*kept, option])}"
+
+
+@dataclass(frozen=True)
+class Bar:
+    parameter: str
+    low_label: str
+    high_label: str | None
+    low: float
+    high: float | None
+
+    def swing(self, base: float) -> float:
+        return max(abs(self.low - base), abs(self.high - base) if self.high is not None else 0.0)
+
+
+def tornado(base: float, results: dict[str, tuple[float, float | None]]) -> list[Bar]:
+    """Bars of a headline figure per parameter (its value at the low and high case), widest swing first."""
+    bars = []
+    for parameter in PARAMETERS:
+        if parameter.name not in results:
+            continue
+        low, high = results[parameter.name]
+        bars.append(Bar(parameter.name, parameter.low.label, parameter.high.label if parameter.high else None,
+                        low, high))
+    return sorted(bars, key=lambda bar: bar.swing(base), reverse=True)

@@ -1,0 +1,50 @@
+"""The whole method on a synthetic backend whose knees are known: figures follow from them."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+
+import pytest
+
+from services.experiments.economics.figures import bcr_gain_from, identity_gap
+from services.experiments.economics.loadpoint import PointStats
+from services.experiments.economics.method import Plan, run_method
+from services.scenario import load_scenario
+from services.scenario.cost import cost_per_hour
+from tests.experiments.economics.synthetic import AnalyticCurve
+
+KNEES = {"pd-intra": 40.0, "pd-cross": 30.0, "pdd": 50.0}
+
+
+class SyntheticBackend:
+    backend = "synthetic"
+
+    def __init__(self) -> None:
+        self.curves = {key: AnalyticCurve(knee, 3.0) for key, knee in KNEES.items()}
+
+    async def run_point(self, scenario, workload, load, seed):
+        key = scenario.name.removesuffix("-mini")
+        point = await self.curves[key](load)
+        return dataclasses.replace(point, seed=seed, stats=PointStats(
+            rld_token_share=0.06 if key == "pdd" else None, pipelines={"P-MD": 97, "P-RLD": 3}))
+
+
+def test_figures_follow_from_the_knees_and_satisfy_the_bcr_identity():
+    scenarios = {key: load_scenario(f"{key}-mini") for key in KNEES}
+    backend = SyntheticBackend()
+    outcome = asyncio.run(run_method(backend, scenarios, Plan("agentic", seeds=(0, 1), first_load=8.0),
+                                     log=lambda line: None))
+    f = outcome.figures
+    crossing = {k: c.goodput(c.crossing) for k, c in backend.curves.items()}
+    assert f["goodput_gain"] == pytest.approx(crossing["pdd"] / crossing["pd-intra"] - 1, rel=0.05)
+    cost = {key: cost_per_hour(s) for key, s in scenarios.items()}
+    assert f["cost_reduction"] == pytest.approx(1 - cost["pdd"] / cost["pd-intra"])
+    assert identity_gap(f) == pytest.approx(0.0, abs=1e-12)
+    assert f["bcr_gain"] == pytest.approx(bcr_gain_from(f["goodput_gain"], f["cost_reduction"]))
+    assert f["rld_token_share"] == 0.06 and f["singular_share"] == pytest.approx(0.03)
+    # TTFTs are compared at the baseline's knee load, where PDD (later knee) has the lower tail
+    assert f["ttft_p99_reduction"] > 0
+    summary = outcome.summary()
+    assert summary["pdd"]["method"] == "bisection" and summary["pdd"]["bounded"]
+    assert len(summary["pdd"]["max_goodput_rps"]["seeds"]) == 2

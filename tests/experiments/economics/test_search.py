@@ -1,0 +1,58 @@
+"""The knee search against curves whose 90% crossing is known."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from services.experiments.economics.search import OverSeeds, bisect_knee, grid
+from tests.experiments.economics.synthetic import AnalyticCurve
+from tests.tolerance import assert_close
+
+
+@pytest.mark.parametrize("first", [5.0, 60.0, 400.0])  # below, near and far above the knee
+def test_bisection_lands_within_two_percent_of_the_known_crossing(first):
+    curve = AnalyticCurve(knee=100.0, width=6.0)
+    knee = asyncio.run(bisect_knee(curve, first))
+    assert knee.converged and knee.method == "bisection"
+    assert_close(knee.best.load, curve.crossing, rel=0.02, what="crossing load")
+    assert_close(knee.goodput_rps, curve.goodput(curve.crossing), rel=0.02, what="max goodput")
+    assert [p.load for p in knee.points] == curve.calls  # every point it ran is kept, in order
+    assert len(knee.points) <= 16
+
+
+def test_bisection_is_deterministic():
+    first = asyncio.run(bisect_knee(AnalyticCurve(100.0, 6.0), 30.0))
+    second = asyncio.run(bisect_knee(AnalyticCurve(100.0, 6.0), 30.0))
+    assert [p.load for p in first.points] == [p.load for p in second.points]
+    assert first.goodput_rps == second.goodput_rps
+
+
+def test_integral_loads_stop_one_apart():
+    curve = AnalyticCurve(knee=40.0, width=2.0)
+    knee = asyncio.run(bisect_knee(curve, 8.0, integral=True))
+    assert all(p.load == int(p.load) for p in knee.points)
+    passing = max(p.load for p in knee.points if p.attainment >= 0.9)
+    failing = min(p.load for p in knee.points if p.attainment < 0.9)
+    assert failing - passing == 1 and passing <= curve.crossing < failing
+
+
+def test_a_curve_that_never_passes_is_not_converged():
+    knee = asyncio.run(bisect_knee(AnalyticCurve(knee=-50.0, width=1.0), 10.0))
+    assert not knee.converged and knee.goodput_rps is None
+
+
+def test_grid_uses_exactly_the_points_given_and_is_bounded_only_with_a_failure():
+    curve = AnalyticCurve(100.0, 6.0)
+    knee = asyncio.run(grid(curve, (20.0, 60.0, 80.0)))
+    assert curve.calls == [20.0, 60.0, 80.0] and not knee.converged
+    assert knee.at_knee().load == 80.0
+    assert asyncio.run(grid(curve, (60.0, 120.0))).converged
+
+
+def test_seeds_give_mean_and_spread():
+    knees = tuple(asyncio.run(bisect_knee(AnalyticCurve(k, 6.0), 50.0)) for k in (90.0, 100.0, 110.0))
+    over = OverSeeds(knees)
+    assert_close(over.mean, sum(over.values) / 3, rel=1e-9)
+    assert over.spread > 0 and OverSeeds(knees[:1]).spread == 0.0
