@@ -14,7 +14,7 @@ from pathlib import Path
 from services.cli.loop import run as run_loop
 from services.cli.errors import fail
 from services.launcher.compose_plan import HEALTH_PORT, links_on, service_on
-from services.launcher.plan import MeshPlan
+from services.scenario.plan import MeshPlan
 from services.types import Role
 
 ROLE_MODULES = {
