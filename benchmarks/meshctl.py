@@ -11,7 +11,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from services.launcher.plan import MeshPlan, build_plan
+from services.launcher.plan import build_plan
+from services.scenario.plan import MeshPlan
 from services.launcher.processes import start_mesh, stop_processes
 from services.scenario import load_scenario
 

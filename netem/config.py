@@ -13,7 +13,7 @@ from typing import Any, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from services.units import parse_duration, parse_fraction, parse_rate, parse_size
+from netem.units import parse_duration, parse_fraction, parse_rate, parse_size
 
 Direction = Literal["up", "down"]
 DIRECTIONS: tuple[Direction, Direction] = ("up", "down")

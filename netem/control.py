@@ -30,10 +30,10 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry
 from pydantic import ValidationError
 
 from netem.config import ConfigError
+from netem.http_limits import REFUSED_MESSAGE, HttpLimits, start_http
 from netem.link import UserspaceLink
 from netem.metrics import link_registry, render
 from netem.schedule import PartitionStep, parse_posted
-from services.http_limits import REFUSED_MESSAGE, HttpLimits, start_http
 
 log = logging.getLogger(__name__)
 LIMITS = HttpLimits(keepalive_s=15.0, max_connections=32)  # an operator's calls, and a chaos run's

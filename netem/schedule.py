@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from netem.config import ConfigError, LinkConfig
 from netem.schedules import example, shipped_names
-from services.units import parse_duration
+from netem.units import parse_duration
 
 Sides = Literal["up", "down", "both"]
 MAX_SCHEDULE_S = 86400.0  # step offsets, periods and partitions: at most a day

@@ -26,7 +26,7 @@ from services.engine.prefix_cache import block_hashes
 from services.engine.roofline import RooflineClock
 from services.engine.scheduler import Engine, EngineConfig, SequenceHandle
 from services.engine.sequence import FinishedEvent, TokenEvent
-from services.launcher.plan import MeshPlan, ServicePlan
+from services.scenario.plan import MeshPlan, ServicePlan
 from services.http_limits import HttpLimits, start_http
 from services.observability import add_ops_routes
 from services.profiles import load_gpu, load_model

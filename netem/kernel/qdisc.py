@@ -19,7 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from netem.config import DirectionConfig
-from services.units import parse_fraction
+from netem.units import parse_fraction
 
 TBF_MAX_BPS = (2**32 - 1) * 8  # 34.36 Gbit/s
 MTU_BYTES = 1514

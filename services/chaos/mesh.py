@@ -17,7 +17,8 @@ from pathlib import Path
 
 import aiohttp
 
-from services.launcher.plan import LinkPlan, MeshPlan, ServicePlan, build_plan
+from services.launcher.plan import build_plan
+from services.scenario.plan import LinkPlan, MeshPlan, ServicePlan
 from services.launcher.processes import Started, _alive, _healthy, keeper_status, start_mesh, stop_processes
 from services.scenario import Scenario, load_scenario
 from services.types import Role

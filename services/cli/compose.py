@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from services.cli.errors import fail
 
 if TYPE_CHECKING:
-    from services.launcher.plan import LinkPlan
+    from services.scenario.plan import LinkPlan
 
 SCENARIO_ENV, SET_ENV = "PDD_EMU_SCENARIO", "PDD_EMU_SET"
 
@@ -100,7 +100,7 @@ def cmd_chaos(args: argparse.Namespace) -> int:
     from netem.config import ConfigError
     from netem.schedule import posted_form
     from services.launcher.link_host import control_call
-    from services.launcher.plan import MeshPlan
+    from services.scenario.plan import MeshPlan
 
     plan = MeshPlan.load(args.plan)
     if args.action == "schedule":
@@ -145,7 +145,7 @@ def _field(text: str) -> tuple[str, str]:
 
 def cmd_netem(args: argparse.Namespace) -> int:
     from services.launcher.link_host import kernel_takeover
-    from services.launcher.plan import MeshPlan
+    from services.scenario.plan import MeshPlan
 
     return kernel_takeover(MeshPlan.load(args.plan), args.runner,
                            report=lambda line: print(line, file=sys.stderr, flush=True))

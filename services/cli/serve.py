@@ -14,16 +14,18 @@ from pathlib import Path
 from services.cli.loop import run as run_loop
 from services.cli.errors import fail
 from services.launcher.compose_plan import HEALTH_PORT, links_on, service_on
-from services.launcher.plan import MeshPlan
+from services.scenario.plan import MeshPlan
 from services.types import Role
 
+# Every decode-family role runs the one decode process (services/main_decode/server.py), which mixes
+# in the relay's ledger and RPCs from services/relay_decode/; so imports run main_decode -> relay_decode.
 ROLE_MODULES = {
     Role.ROUTER: "services.router.server",
     Role.PREFILL: "services.prefill.server",
     Role.DECODE: "services.main_decode.server",
     Role.MAIN_DECODE: "services.main_decode.server",
     Role.COLOCATED: "services.main_decode.server",
-    Role.RELAY_DECODE: "services.relay_decode.server",
+    Role.RELAY_DECODE: "services.main_decode.server",
 }
 
 

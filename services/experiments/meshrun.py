@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from loadgen.summary import SlaConfig
-from services.launcher.plan import MeshPlan, build_plan
+from services.launcher.plan import build_plan
+from services.scenario.plan import MeshPlan
 from services.launcher.processes import start_mesh, stop_processes
 from services.scenario import Scenario
 from services.scenario.cost import cost_per_hour

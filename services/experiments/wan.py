@@ -28,7 +28,8 @@ from loadgen.hitbins import DEFAULT_HIT_WEIGHTS, bin_bounds
 from services.kv.frames import DEFAULT_FRAME_PAYLOAD_BYTES
 from services.kv.receiver import KvReceiver, TransferFailed, TransferTable
 from services.kv.sender import KvSender
-from services.launcher.plan import LinkPlan, free_port
+from services.launcher.plan import free_port
+from services.scenario.plan import LinkPlan
 from services.launcher.processes import Started, link_command, stop_processes, wait_healthy
 from services.profiles import load_model
 from services.scenario import LinkSpec

@@ -17,7 +17,7 @@ import grpc
 
 from services.kv.frames import DEFAULT_FRAME_PAYLOAD_BYTES
 from services.kv.sender import KvSender
-from services.launcher.plan import MeshPlan
+from services.scenario.plan import MeshPlan
 from services.rpc import channel, metadata, pb, pb_grpc
 
 log = logging.getLogger(__name__)

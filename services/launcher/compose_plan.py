@@ -15,7 +15,7 @@ datacenters crosses wan-link: KV frames on the WAN's KV links, and gRPC on
 
 from __future__ import annotations
 
-from services.launcher.plan import LinkPlan, MeshPlan, ServicePlan, kv_paths, router_dc
+from services.scenario.plan import LinkPlan, MeshPlan, ServicePlan, kv_paths, router_dc
 from services.scenario import LinkSpec, PoolSpec, Scenario
 from services.types import Mode, Role
 

@@ -30,7 +30,7 @@ from netem.config import LinkConfig
 from netem.control import ControlServer
 from netem.link import UserspaceLink
 from netem.schedule import load_schedule
-from services.launcher.plan import LinkPlan, MeshPlan
+from services.scenario.plan import LinkPlan, MeshPlan
 from services.http_limits import HttpLimits, start_http
 
 log = logging.getLogger(__name__)

@@ -20,7 +20,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from services.launcher.plan import LinkPlan, MeshPlan, ServicePlan
+from services.scenario.plan import LinkPlan, MeshPlan, ServicePlan
 from services.types import Role
 
 STATE_FILE = "state.json"

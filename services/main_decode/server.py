@@ -17,7 +17,7 @@ import grpc
 from services.engine.sequence import EngineFull, FinishedEvent, Sequence, TokenEvent
 from services.instances import RoleProcess
 from services.kv.receiver import KvReceiver, ReceiverLimits, TransferFailed, TransferTable
-from services.launcher.plan import MeshPlan, ServicePlan
+from services.scenario.plan import MeshPlan, ServicePlan
 from services.kv.shipper import KvShipper
 from services.main_decode.feed import FeedTable, Route
 from services.main_decode.handoff import take_over, take_over_by_kv

@@ -19,7 +19,7 @@ import grpc
 from services.engine.sequence import EngineFull, Sequence
 from services.instances import RoleProcess
 from services.kv.shipper import KvShipper, ShipRefused
-from services.launcher.plan import MeshPlan, ServicePlan
+from services.scenario.plan import MeshPlan, ServicePlan
 from services.rpc import pb, pb_grpc
 from services.rpc.ids import prompt_of
 

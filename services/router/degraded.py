@@ -15,7 +15,7 @@ from __future__ import annotations
 import collections
 from typing import AsyncIterator
 
-from services.launcher.plan import ServicePlan
+from services.scenario.plan import ServicePlan
 from services.router.api import ApiError
 from services.router.pipelines import Finished, Job, Peers, Token, run_p_d
 from services.types import Degraded, Mode, Pipeline

@@ -15,7 +15,7 @@ from typing import Any, AsyncIterator, NoReturn
 
 import grpc
 
-from services.launcher.plan import MeshPlan, ServicePlan
+from services.scenario.plan import MeshPlan, ServicePlan
 from services.profiles import load_model
 from services.router.api import ApiError
 from services.router.feed import DecodeStream, Token, TokenFeed

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import grpc
 
-from services.launcher.plan import ServicePlan
+from services.scenario.plan import ServicePlan
 from services.rpc import metadata
 from services.types import Degraded, Role
 

@@ -19,7 +19,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 
 from services.engine.tokens import WordTokenizer
-from services.launcher.plan import MeshPlan, ServicePlan
+from services.scenario.plan import MeshPlan, ServicePlan
 from services.http_limits import HttpLimits, start_http
 from services.observability import add_ops_routes, serve_until_signalled
 from services.profiles import load_model

@@ -7,7 +7,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from services.launcher.compose_plan import build_compose_plan
-from services.launcher.plan import MeshPlan
+from services.scenario.plan import MeshPlan
 from services.scenario import load_scenario
 
 TOKEN = "test-token"

@@ -16,7 +16,7 @@ import pytest
 
 from services.cli import main
 from services.launcher.link_host import LinkHost
-from services.launcher.plan import MeshPlan
+from services.scenario.plan import MeshPlan
 from tests.compose.local_plan import TOKEN, distinct_free_ports, local_plan, saved
 
 DEADLINE_S = 30

@@ -22,7 +22,7 @@ from services.experiments.meshrun import MeshRun, get_json, records_of, run_depl
 from services.experiments.paper import expected_request_rate
 from services.experiments.population import Step
 from services.experiments.steady import Staircase, StepResult
-from services.launcher.plan import MeshPlan
+from services.scenario.plan import MeshPlan
 from services.scenario import Scenario
 from services.types import Role
 

@@ -1,7 +1,7 @@
 import pytest
 from hypothesis import given, strategies as st
 
-from services.units import parse_duration, parse_fraction, parse_rate, parse_size
+from netem.units import parse_duration, parse_fraction, parse_rate, parse_size
 
 
 @pytest.mark.parametrize(

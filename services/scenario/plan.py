@@ -1,0 +1,121 @@
+"""A mesh plan: the scenario resolved into services, links and addresses.
+
+The launcher allocates the ports and writes the plan to the run directory;
+every service process reads it to find its peers, so one file describes the
+running mesh. Links carry KV
+bytes from each sending pool to each receiving pool (docs/mesh.md §Topology);
+their rates and queues are divided by `byte_scale` because real bytes are.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from services.scenario import LinkSpec, PoolSpec, Scenario
+from services.types import Mode, Role
+
+KV_RECEIVERS = (Role.DECODE, Role.MAIN_DECODE, Role.RELAY_DECODE)
+
+
+class ServicePlan(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    name: str
+    role: Role
+    host: str  # how peers in its own datacenter reach it
+    http_port: int  # health and /metrics (the user API too, for the router)
+    grpc_port: int = 0
+    kv_port: int = 0
+    pool: PoolSpec | None = None
+    dc: str = ""
+    bind_host: str | None = None  # where it listens, when not `host` (0.0.0.0 in a container)
+
+    @property
+    def grpc_address(self) -> str:
+        return f"{self.host}:{self.grpc_port}"
+
+    @property
+    def listen_host(self) -> str:
+        return self.bind_host or self.host
+
+
+class LinkPlan(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    name: str
+    src: str  # sending pool (or, for a control route, the consumer's datacenter)
+    dst: str  # receiving pool
+    kind: str  # "wan" or "rdma"
+    host: str
+    listen_port: int
+    control_port: int
+    upstream_port: int
+    spec: LinkSpec
+    upstream_host: str | None = None  # default: host (everything on one machine)
+    purpose: str = "kv"  # "kv" (KV frames) or "control" (gRPC across datacenters, in containers)
+    runner: str | None = None  # the container that runs it; None: a process of its own
+
+    @property
+    def upstream(self) -> str:
+        return f"{self.upstream_host or self.host}:{self.upstream_port}"
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.listen_port}"
+
+
+class MeshPlan(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    scenario: Scenario
+    services: tuple[ServicePlan, ...]
+    links: tuple[LinkPlan, ...]
+
+    def service(self, name: str) -> ServicePlan:
+        for service in self.services:
+            if service.name == name:
+                return service
+        raise KeyError(f"no service {name!r} in the plan; have {[s.name for s in self.services]}")
+
+    def with_role(self, *roles: Role) -> list[ServicePlan]:
+        return [s for s in self.services if s.role in roles]
+
+    def link(self, src: str, dst: str) -> LinkPlan:
+        for link in self.links:
+            if link.src == src and link.dst == dst and link.purpose == "kv":
+                return link
+        raise KeyError(f"no link from {src!r} to {dst!r}")
+
+    def grpc_address(self, target: str, consumer: str) -> str:
+        """How `consumer` reaches `target`'s gRPC port: directly, or through a control route across datacenters."""
+        service, me = self.service(target), self.service(consumer)
+        for link in self.links:
+            if link.purpose == "control" and link.dst == target and link.src == me.dc:
+                return link.address
+        return service.grpc_address
+
+    @property
+    def router(self) -> ServicePlan:
+        return self.with_role(Role.ROUTER)[0]
+
+    def save(self, path: Path) -> None:
+        path.write_text(self.model_dump_json(indent=2))
+
+    @classmethod
+    def load(cls, path: Path) -> "MeshPlan":
+        return cls.model_validate_json(Path(path).read_text())
+
+
+def router_dc(scenario: Scenario) -> str:
+    """The router sits with prefill (or the colocated pool): where user traffic enters."""
+    entry = scenario.pools_with(Role.PREFILL) or scenario.pools_with(Role.COLOCATED) or list(scenario.pools)
+    return entry[0].dc
+
+
+def kv_paths(scenario: Scenario) -> list[tuple[PoolSpec, PoolSpec]]:
+    """Every (sender, receiver) pair of pools that KV bytes travel between."""
+    senders = scenario.pools_with(Role.PREFILL)
+    receivers = scenario.pools_with(*KV_RECEIVERS)
+    paths = [(s, r) for s in senders for r in receivers]
+    if scenario.mode is Mode.PDD_KVSHIP:  # the relay ships its incremental KV to main decode
+        paths += [(s, r) for s in scenario.pools_with(Role.RELAY_DECODE) for r in scenario.pools_with(Role.MAIN_DECODE)]
+    return paths
