@@ -175,9 +175,13 @@ async def test_a_paused_sequence_takes_a_handoff_then_continues(make_engine):
     driver = engine.submit(fresh("driver", prompt(10, salt=3), generate=50))
     await next_tokens(driver, 3)
     handle.extend(expected[1:20])  # tokens another instance generated meanwhile
-    await next_tokens(driver, 3)
+    extend_chunk = Chunk(new_tokens=19, cached_tokens=300)
+    for _ in range(20):  # each driver token is one more step; the extend is planned within a few
+        if any(extend_chunk in b.chunks for b in clock.batches):
+            break
+        await next_tokens(driver, 1)
+    assert any(extend_chunk in b.chunks for b in clock.batches), clock.batches[-3:]
     assert handle.stats.generated_tokens == 0
-    assert Chunk(new_tokens=19, cached_tokens=300) in [c for b in clock.batches for c in b.chunks]
     handle.resume()
     tokens, _ = await collect(handle)
     assert [t.token_id for t in tokens] == expected[20:]
