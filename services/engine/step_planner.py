@@ -20,6 +20,7 @@ from services.engine.tokens import token_at
 from services.types import Seconds
 
 __all__ = ["EngineConfig", "StepPlan", "StepPlanner"]
+_new_tuple = tuple.__new__  # TokenEvent(...) runs NamedTuple's Python __new__, once per token; this builds it in C
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,7 +257,7 @@ class StepPlanner:
                     stats.first_token_t = end_t
                     if stats.prefill_done_t is None:
                         stats.prefill_done_t = end_t
-                state.events.put(TokenEvent(position, token, end_t))
+                state.events.put(_new_tuple(TokenEvent, (position, token, end_t)))
                 if position + 1 >= state.end_position:
                     self._finish(state, end_t)
                     retired = True
