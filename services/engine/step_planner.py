@@ -153,7 +153,10 @@ class StepPlanner:
     def _grow(self, decodes: list[SequenceState]) -> bool:
         """Give every decode the block its next token needs, preempting the newest sequences if none is left."""
         preempted = False
+        block_size = self.config.block_size
         for state in decodes:
+            if state.computed % block_size:
+                continue  # its next token's KV goes into the block its last token's is in: nothing to take
             if state.status is not Status.RUNNING:
                 continue  # preempted by an earlier decode of this step
             while not self._has_blocks(state, 1):
