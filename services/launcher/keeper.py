@@ -33,8 +33,9 @@ STOP_GRACE_S = 10.0  # matches `pdd-emu down`: SIGKILL after this
 
 
 class Keeper:
-    def __init__(self, cmd: list[str], status: Path, max_restarts: int, backoff_s: float, max_backoff_s: float):
-        self.cmd, self.status_path = cmd, status
+    def __init__(self, cmd: list[str], status: Path, max_restarts: int, backoff_s: float, max_backoff_s: float,
+                 stop_grace_s: float = STOP_GRACE_S):
+        self.cmd, self.status_path, self.stop_grace_s = cmd, status, stop_grace_s
         self.max_restarts, self.backoff_s, self.max_backoff_s = max_restarts, backoff_s, max_backoff_s
         self.child: subprocess.Popen | None = None
         self.restarts = 0
@@ -56,7 +57,7 @@ class Keeper:
         if self.child is not None and self.child.poll() is None:
             self.child.send_signal(signum)
             if self._killer is None:  # SIGKILL if it ignores the signal for the whole grace period
-                self._killer = threading.Timer(STOP_GRACE_S, self._kill)
+                self._killer = threading.Timer(self.stop_grace_s, self._kill)
                 self._killer.daemon = True
                 self._killer.start()
 
@@ -118,12 +119,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-restarts", type=int, default=5, help="failures in a row before giving up")
     parser.add_argument("--backoff", type=float, default=0.5, help="first restart delay, seconds")
     parser.add_argument("--max-backoff", type=float, default=8.0, help="longest restart delay, seconds")
+    parser.add_argument("--stop-grace", type=float, default=STOP_GRACE_S,
+                        help="seconds a stopped child has before SIGKILL")
     parser.add_argument("cmd", nargs=argparse.REMAINDER, help="-- then the command to keep running")
     args = parser.parse_args(argv)
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
     if not cmd:
         parser.error("no command to keep running")
-    keeper = Keeper(cmd, args.status, args.max_restarts, args.backoff, args.max_backoff)
+    keeper = Keeper(cmd, args.status, args.max_restarts, args.backoff, args.max_backoff, args.stop_grace)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, keeper.stop)
     return keeper.run()
