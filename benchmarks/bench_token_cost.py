@@ -47,10 +47,15 @@ MODEL = "llama3-8b"
 
 
 def cpu_seconds(pids: dict[str, int]) -> dict[str, float]:
+    """User + system seconds of each process and everything it started.
+
+    A mesh service's pid is its keeper's (services/launcher/keeper.py), which spends almost nothing;
+    the service itself is the keeper's child.
+    """
     out = {}
     for name, pid in pids.items():
-        times = psutil.Process(pid).cpu_times()
-        out[name] = times.user + times.system
+        root = psutil.Process(pid)
+        out[name] = sum(sum(p.cpu_times()[:2]) for p in (root, *root.children(recursive=True)))
     return out
 
 

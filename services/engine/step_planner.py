@@ -20,6 +20,7 @@ from services.engine.tokens import token_at
 from services.types import Seconds
 
 __all__ = ["EngineConfig", "StepPlan", "StepPlanner"]
+_new_tuple = tuple.__new__  # TokenEvent(...) runs NamedTuple's Python __new__, once per token; this builds it in C
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,7 +153,10 @@ class StepPlanner:
     def _grow(self, decodes: list[SequenceState]) -> bool:
         """Give every decode the block its next token needs, preempting the newest sequences if none is left."""
         preempted = False
+        block_size = self.config.block_size
         for state in decodes:
+            if state.computed % block_size:
+                continue  # its next token's KV goes into the block its last token's is in: nothing to take
             if state.status is not Status.RUNNING:
                 continue  # preempted by an earlier decode of this step
             while not self._has_blocks(state, 1):
@@ -256,7 +260,7 @@ class StepPlanner:
                     stats.first_token_t = end_t
                     if stats.prefill_done_t is None:
                         stats.prefill_done_t = end_t
-                state.events.put(TokenEvent(position, token, end_t))
+                state.events.put(_new_tuple(TokenEvent, (position, token, end_t)))
                 if position + 1 >= state.end_position:
                     self._finish(state, end_t)
                     retired = True

@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 SUBSCRIBER = "router"
 REOPEN_S = 0.5  # a feed that broke (its service restarting) is tried again this often
 _CALL_DONE = object()
+_new_tuple = tuple.__new__  # Token(position, token_id) runs NamedTuple's Python __new__; this builds it in C
 
 
 class Token(NamedTuple):  # a tuple: one is built per streamed token, and a frozen dataclass costs more
@@ -74,10 +75,10 @@ class TokenFeed:
                     self.messages += 1
                     self.tokens += len(message.position)
                     routes = self.routes
-                    for rid, position, token in zip(message.request_id, message.position, message.token):
+                    for rid, pair in zip(message.request_id, zip(message.position, message.token)):
                         inbox = routes.get(rid)
                         if inbox is not None:  # absent: the request already ended here
-                            inbox.put(Token(position, token))
+                            inbox.put(_new_tuple(Token, pair))
                 reason = "ended"
             except grpc.aio.AioRpcError as exc:
                 reason = exc.details() or exc.code().name

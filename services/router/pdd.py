@@ -19,11 +19,11 @@ from typing import AsyncIterator, Callable
 
 import grpc
 
-from services.engine.sequence import EventChannel
 from services.router.api import ApiError
 from services.router.degraded import relay_alone
+from services.router.main_stream import MainStream
 from services.router.pipelines import (
-    Finished, Job, Peers, Token, base_stats, cancel_on_failure, map_rpc_error, raise_pipeline_error, run_p_d,
+    Finished, Job, Peers, Token, base_stats, cancel_on_failure, raise_pipeline_error, run_p_d,
     start_prefill,
 )
 from services.router.policy import PipelinePolicy
@@ -31,7 +31,6 @@ from services.rpc import metadata, pb
 from services.scenario.sizing import instance_sizing
 from services.types import Degraded, Mode, Pipeline, Role
 
-_MD_DONE = object()
 
 
 async def _lookup_relay(peers: Peers, job: Job):
@@ -127,29 +126,16 @@ async def _relay_then_main(peers: Peers, job: Job, mode: Mode, md, md_hit: int, 
     relay_call = peers.generate(relay.name, pb.GenerateRequest(**base, relay=True, relay_cap=spec.relay_cap))
     prefill, prefill_call = start_prefill(peers, job, md.name, md_hit, relay.name, relay_hit)
     cancel_on_failure(prefill_call, md_call, relay_call)
-    md_queue = EventChannel()  # one token per item after the handoff: asyncio.Queue costs more
 
-    handed_off = asyncio.Event()
-
-    async def drain_main() -> None:
+    async def fall_back() -> None:
+        stats["fallback"] = True
         try:
-            async for event in md_call:
-                md_queue.put(event)
-            md_queue.put(_MD_DONE)
-        except asyncio.CancelledError as exc:
-            md_queue.put(exc)
-        except (grpc.aio.AioRpcError, ApiError) as exc:
-            md_queue.put(exc)
-            if not handed_off.is_set():
-                # Main decode is gone before taking over: the relay finishes the request instead.
-                stats["fallback"] = True
-                try:
-                    await peers.decode[relay.name].SetLimit(pb.LimitRequest(request_id=job.request_id, limit=-1),
-                                                            timeout=5.0, metadata=metadata(job.request_id))
-                except grpc.aio.AioRpcError:
-                    pass  # the relay is gone too: its own stream reports the error
+            await peers.decode[relay.name].SetLimit(pb.LimitRequest(request_id=job.request_id, limit=-1),
+                                                    timeout=5.0, metadata=metadata(job.request_id))
+        except grpc.aio.AioRpcError:
+            pass  # the relay is gone too: its own stream reports the error
 
-    md_task = asyncio.create_task(drain_main())
+    main = MainStream(md_call, fall_back)
     cut = None
     dispatches = relay_dispatches(peers)
     dispatches[relay.name] += 1
@@ -168,7 +154,7 @@ async def _relay_then_main(peers: Peers, job: Job, mode: Mode, md, md_hit: int, 
                 if relay_stats.finished_on_relay:
                     break
                 cut = relay_stats.handed_off_at
-                handed_off.set()
+                main.handed_off = True
         except grpc.aio.AioRpcError as relay_failure:
             if stats["rld_tokens"] or prefill_call.done() and prefill_call.exception() is not None:
                 raise
@@ -176,7 +162,7 @@ async def _relay_then_main(peers: Peers, job: Job, mode: Mode, md, md_hit: int, 
             # whole request (its handoff finds nothing at the relay), and the client sees it from token 0.
             stats["degraded"], cut = Degraded.RELAY_TRANSFER_LATE.value, 0
             stats["relay_error"] = relay_failure.details() or relay_failure.code().name
-            handed_off.set()
+            main.handed_off = True
         dispatches[relay.name] -= 1  # the relay's part is over: handed off, or finished there
         relay_held = False
         arrive()  # handed off: main decode had its KV; finished on the relay: the transfer stops now
@@ -187,7 +173,7 @@ async def _relay_then_main(peers: Peers, job: Job, mode: Mode, md, md_hit: int, 
             stats["wan_transfer_cancelled"] = await _stop_wan_transfer(peers, prefill, job)
         else:
             job.timeline["handoff_done"] = time.time()  # the client stream switches to main decode here
-            async for token in _main_tokens(md_queue, stats, job, cut):
+            async for token in main.tokens(stats, job, cut):
                 yield token
         reply = await prefill_call
         ended = True
@@ -198,7 +184,7 @@ async def _relay_then_main(peers: Peers, job: Job, mode: Mode, md, md_hit: int, 
             dispatches[relay.name] -= 1
         md_call.cancel()
         relay_call.cancel()
-        md_task.cancel()
+        await main.close()
         if not prefill_call.done():
             prefill_call.cancel()
         elif not ended and not prefill_call.cancelled() and prefill_call.exception() is None:
@@ -226,30 +212,3 @@ async def _stop_wan_transfer(peers: Peers, prefill, job: Job) -> bool:
     except grpc.aio.AioRpcError:
         return False
     return cancelled.cancelled
-
-
-async def _main_tokens(queue: EventChannel, stats: dict, job: Job, cut: int) -> AsyncIterator[Token]:
-    """Main decode's stream after the cut: tokens from position `cut` on, then its stats."""
-    while True:
-        event = await queue.get()
-        if event is _MD_DONE:
-            return
-        if isinstance(event, BaseException):
-            if isinstance(event, grpc.aio.AioRpcError):
-                raise map_rpc_error(event, "main decode")
-            if isinstance(event, ApiError):
-                raise event
-            raise ApiError(502, "main decode stream was cancelled", kind="upstream_error")
-        if type(event) is Token:
-            if event.position < cut:
-                raise ApiError(502, f"main decode produced position {event.position} before the cut {cut}",
-                               kind="upstream_error")
-            stats["md_tokens"] += 1
-            yield event
-            continue
-        s = event
-        stats["kv_transfer_s"] = s.kv_transfer_s
-        job.timeline["kv_arrived"] = s.kv_arrived_unix
-        job.timeline["handoff_started"] = s.handoff_started_unix
-        stats["handoff"] = {"mode": s.handoff_mode, "chunks": s.handoff_chunks, "stall_s": round(s.handoff_stall_s, 6),
-                            "cut": s.handed_off_at}

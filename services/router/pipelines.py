@@ -204,15 +204,19 @@ def raise_pipeline_error(exc: BaseException, prefill_call: asyncio.Future, stage
     raise map_rpc_error(exc, stage) from exc
 
 
-async def prefill_then_decode(peers: Peers, job: Job, mode: Mode) -> AsyncIterator[Token | Finished]:
-    decode, hit = await peers.best_decode(job, (Role.DECODE,))
-    async for item in run_p_d(peers, job, mode, decode, hit, Pipeline.P_D):
-        yield item
+def prefill_then_decode(peers: Peers, job: Job, mode: Mode) -> AsyncIterator[Token | Finished]:
+    # run_p_d itself, not a generator around it: every layer of generators costs each token a resume
+    return run_p_d(peers, job, mode, None, 0, Pipeline.P_D)
 
 
-async def run_p_d(peers: Peers, job: Job, mode: Mode, decode: ServicePlan, hit: int,
+async def run_p_d(peers: Peers, job: Job, mode: Mode, decode: ServicePlan | None, hit: int,
                   pipeline: Pipeline) -> AsyncIterator[Token | Finished]:
-    """Prefill, ship the KV the receiver lacks, decode there: the PD baselines and PDD's P-MD."""
+    """Prefill, ship the KV the receiver lacks, decode there: the PD baselines and PDD's P-MD.
+
+    `decode` None: the decode pool holding the longest prefix of the prompt, and its `hit`.
+    """
+    if decode is None:
+        decode, hit = await peers.best_decode(job, (Role.DECODE,))
     scenario = peers.plan.scenario
     stats = base_stats(mode, pipeline)
     gen = peers.generate(decode.name, pb.GenerateRequest(

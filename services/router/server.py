@@ -152,14 +152,21 @@ async def _respond(request, router: Router, job: Job, choice: Choice, chat: bool
     response: web.StreamResponse | None = None
     last = time.monotonic()
     start, ttft = last, None
+    gaps: list[float] = []  # inter-token gaps, handed to the histogram in batches (GapHistogram)
     try:
         async with asyncio.timeout(router.scenario.request_timeout_s):
             async for item in router.run(job):
                 now = time.monotonic()
                 if type(item) is Token:
                     text = choice.add(item.token_id)
-                    (metrics.itl if texts else metrics.ttft).observe(now - last)
-                    ttft = now - start if ttft is None else ttft
+                    if texts:
+                        gaps.append(now - last)
+                        if len(gaps) >= metrics.itl.FLUSH_GAPS:
+                            metrics.itl.observe_many(gaps)
+                            gaps.clear()
+                    else:
+                        metrics.ttft.observe(now - last)
+                        ttft = now - start
                     last = now
                     texts.append(text)
                     if response is None:
@@ -202,6 +209,8 @@ async def _respond(request, router: Router, job: Job, choice: Choice, chat: bool
     except Exception as exc:  # a defect here, not upstream: the client still gets an explicit error, not a cut stream
         log.exception("request %s failed inside the router", job.request_id)
         error = ApiError(500, f"internal router error ({type(exc).__name__})", kind="server_error")
+    finally:
+        metrics.itl.observe_many(gaps)
     router.failed += 1
     router.metrics.errors.labels(str(error.status)).inc()
     log.warning("request %s failed: %s", job.request_id, error.message)

@@ -12,6 +12,7 @@ in a last chunk whose `choices` is empty; then `data: [DONE]`.
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
@@ -22,6 +23,7 @@ def _json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
+@functools.lru_cache(maxsize=1 << 17)  # about a vocabulary's worth: a word is encoded once, not per token
 def text_json(text: str) -> bytes:
     """A token's text as a JSON string literal.
 

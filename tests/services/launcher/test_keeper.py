@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+from tests.tolerance import assert_at_least
+
 WAIT_S = 30.0
 
 
@@ -62,3 +64,15 @@ def test_sigterm_stops_the_child_and_the_keeper_without_a_restart(tmp_path):
     keeper.communicate(timeout=WAIT_S)
     status = _status(tmp_path)
     assert status["state"] == "stopped" and status["restarts"] == 0 and status["last_exit_code"] == -signal.SIGTERM
+
+
+def test_a_child_that_ignores_sigterm_is_killed_after_the_grace_period(tmp_path):
+    script = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); time.sleep(60)"
+    keeper = _keep(tmp_path, script, "--stop-grace", "0.3")
+    assert keeper.stdout.readline().strip() == "ready"  # the child ignores SIGTERM from here on
+    sent = time.monotonic()
+    keeper.send_signal(signal.SIGTERM)
+    keeper.communicate(timeout=WAIT_S)
+    status = _status(tmp_path)
+    assert status["state"] == "stopped" and status["last_exit_code"] == -signal.SIGKILL
+    assert_at_least(time.monotonic() - sent, 0.3, what="time from SIGTERM to SIGKILL")  # not before the grace

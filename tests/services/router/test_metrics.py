@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from services.router.metrics import RouterMetrics
+from services.router.metrics import GapHistogram, RouterMetrics
+from tests.tolerance import assert_close
 
 PDD = {"mode": "pdd", "pipeline": "p-md", "wan_bytes": 10, "kv_transfer_s": 0.2, "rld_tokens": 0, "md_tokens": 5,
        "prefill_hit_tokens": 30, "decode_hit_tokens": 20, "handoff": {"mode": "one-shot", "stall_s": 0.03},
@@ -43,3 +44,23 @@ def test_waiting_and_running_are_separate_gauges():
     samples = _samples(registry)
     assert samples[("vllm:num_requests_waiting", (("model_name", "m"),))] == 1
     assert samples[("vllm:num_requests_running", (("model_name", "m"),))] == 2
+
+
+def test_gaps_handed_over_in_batches_read_as_prometheus_clients_own_histogram():
+    gaps = [0.0005, 0.001, 0.003, 0.01, 0.0101, 0.5, 7.0, 0.001]  # on bounds, between them, past the last
+    ours_registry, theirs_registry = CollectorRegistry(), CollectorRegistry()
+    ours = GapHistogram("vllm:inter_token_latency_seconds", "Gap", (0.001, 0.005, 0.01, 1.0), "m", ours_registry)
+    theirs = Histogram("vllm:inter_token_latency_seconds", "Gap", ["model_name"], buckets=(0.001, 0.005, 0.01, 1.0),
+                       registry=theirs_registry).labels("m")
+    ours.observe_many(gaps[:5])
+    ours.observe_many([])
+    ours.observe(gaps[5])
+    ours.observe_many(gaps[6:])
+    for gap in gaps:
+        theirs.observe(gap)
+    wanted = {key: value for key, value in _samples(theirs_registry).items() if not key[0].endswith("_created")}
+    got = _samples(ours_registry)
+    total = ("vllm:inter_token_latency_seconds_sum", (("model_name", "m"),))
+    assert_close(got.pop(total), wanted.pop(total), rel=1e-12, what="sum of the gaps")  # summed in another order
+    assert got == wanted
+    assert wanted[("vllm:inter_token_latency_seconds_bucket", (("le", "0.001"), ("model_name", "m")))] == 3
