@@ -2,15 +2,52 @@
 
 from __future__ import annotations
 
+import random
 import socket
+from pathlib import Path
 
 from services.scenario import Scenario
 from services.scenario.plan import KV_RECEIVERS, LinkPlan, MeshPlan, ServicePlan, kv_paths, router_dc
 from services.types import Role
 
 
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+LISTEN_SPAN = 12_000  # ports below the ephemeral range the plans draw from
+_handed_out: set[int] = set()
+_choose = random.Random()  # which free port a service gets has no bearing on any result: no seed
+
+
+def ephemeral_low() -> int:
+    """The first port the kernel hands to outgoing connections (32768 where it cannot be read)."""
+    try:
+        return int(EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+    """A port nothing listens on now, below the kernel's ephemeral range, and new to this process.
+
+    A port from bind(0) lies inside the ephemeral range, where the source port of any outgoing
+    connection on the machine may take it between the plan and the service's own bind: a main
+    decode then failed to bind its HTTP port five restarts in a row. Below the range only other
+    listeners compete, and each port is handed out once per process, since a plan allocates all its
+    ports before any service binds them.
+    """
+    high = ephemeral_low()
+    low = max(1024, high - LISTEN_SPAN)
+    for _ in range(200 if high - low >= 1000 else 0):
+        port = _choose.randrange(low, high)
+        if port in _handed_out:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((host, port))
+            except OSError:
+                continue  # a listener has it
+        _handed_out.add(port)
+        return port
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:  # no room below the range: any free port
         sock.bind((host, 0))
         return sock.getsockname()[1]
 

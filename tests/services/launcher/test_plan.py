@@ -1,0 +1,23 @@
+"""A plan's ports lie below the kernel's ephemeral range, where no outgoing connection can take them."""
+
+from __future__ import annotations
+
+import socket
+
+from services.launcher.plan import build_plan, ephemeral_low, free_port
+from services.scenario import load_scenario
+
+
+def test_free_ports_are_below_the_ephemeral_range_distinct_and_bindable():
+    ports = [free_port() for _ in range(200)]
+    assert len(set(ports)) == len(ports)
+    assert all(1024 <= p < ephemeral_low() for p in ports)
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", ports[-1]))  # free when handed out, so a service can take it
+
+
+def test_a_plans_ports_are_all_distinct_and_outside_the_ephemeral_range():
+    plan = build_plan(load_scenario("pdd-mini", ()))
+    ports = [p for s in plan.services for p in (s.http_port, s.grpc_port, s.kv_port) if p]
+    ports += [p for link in plan.links for p in (link.listen_port, link.control_port) if p]
+    assert len(set(ports)) == len(ports) and all(p < ephemeral_low() for p in ports)
