@@ -94,15 +94,3 @@ class ChunkEncoder:
 def error_event(body: dict[str, Any]) -> bytes:
     """An error after the stream began: an SSE event with the OpenAI error body (then DONE)."""
     return sse(body)
-
-
-def completion_body(request_id: str, created: int, model: str, chat: bool, text: str, usage: dict,
-                    pdd: dict[str, Any]) -> dict[str, Any]:
-    """The non-streamed answer."""
-    if chat:
-        choice = {"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": None,
-                  "finish_reason": "length"}
-    else:
-        choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": "length"}
-    return {"id": response_id(request_id, chat), "object": "chat.completion" if chat else "text_completion",
-            "created": created, "model": model, "choices": [choice], "usage": usage, "pdd": pdd}

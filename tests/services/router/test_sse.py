@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from services.engine.tokens import WordTokenizer, output_token, prompt_fingerprint
-from services.router.sse import DONE, ChunkEncoder, completion_body
+from services.router.sse import DONE, ChunkEncoder, response_id
 
 
 def _data(chunk: bytes) -> dict:
@@ -54,11 +54,9 @@ def test_streamed_text_is_the_engines_deterministic_text_byte_for_byte():
     assert streamed.encode() == tokenizer.decode(ids).encode()
 
 
-def test_non_streamed_body_carries_the_whole_text_and_ids_by_kind():
-    chat = completion_body("r5", 0, "m", True, "a b ", {"completion_tokens": 2}, {})
-    assert chat["id"] == "chatcmpl-r5" and chat["choices"][0]["message"] == {"role": "assistant", "content": "a b "}
-    plain = completion_body("r5", 0, "m", False, "a b ", {"completion_tokens": 2}, {})
-    assert plain["id"] == "cmpl-r5" and plain["choices"][0]["text"] == "a b "
+def test_answer_ids_carry_their_kind_prefix():
+    # the prefix the unstreamed answers take too (services/router/whole.py)
+    assert response_id("r5", True) == "chatcmpl-r5" and response_id("r5", False) == "cmpl-r5"
 
 
 def test_a_token_chunk_can_carry_its_logprobs():
