@@ -42,9 +42,8 @@ async def _lookup_relay(peers: Peers, job: Job):
                                              timeout=2.0, metadata=metadata(job.request_id)) for r in relays))
     except grpc.aio.AioRpcError:
         return None, 0, None  # an unreachable relay: the policy routes P-MD
-    loads = [(relay, reply, _relay_load(peers, relay, reply.load)) for relay, reply in zip(relays, replies)]
-    relay, reply, load = min(loads, key=lambda rrl: rrl[2])
-    return relay, reply.hit_tokens, load
+    relay, reply = min(zip(relays, replies), key=lambda rr: _relay_load(peers, rr[0], rr[1].load))
+    return relay, reply.hit_tokens, reply.load
 
 
 def relay_dispatches(peers: Peers) -> collections.Counter:
@@ -52,6 +51,19 @@ def relay_dispatches(peers: Peers) -> collections.Counter:
     if getattr(peers, "relayed", None) is None:
         peers.relayed = collections.Counter()
     return peers.relayed
+
+
+class RelaySlot:
+    """One request counted against a relay from the moment the router chooses it until the relay's part ends."""
+
+    def __init__(self, dispatches: collections.Counter, relay: str) -> None:
+        self.dispatches, self.relay, self.held = dispatches, relay, True
+        dispatches[relay] += 1
+
+    def release(self) -> None:
+        if self.held:
+            self.held = False
+            self.dispatches[self.relay] -= 1
 
 
 def _relay_load(peers: Peers, relay, reported: float) -> float:
@@ -72,10 +84,11 @@ def policy_of(peers: Peers) -> PipelinePolicy:
 
 
 async def pdd(peers: Peers, job: Job, mode: Mode) -> AsyncIterator[Token | Finished]:
-    relay, relay_hit, relay_load = await _lookup_relay(peers, job)
+    relay, relay_hit, reported_load = await _lookup_relay(peers, job)
     try:
         md, md_hit = await peers.best_decode(job, (Role.MAIN_DECODE,))
     except ApiError as down:
+        relay_load = None if relay is None else _relay_load(peers, relay, reported_load)
         if down.status not in (503, 504):  # unreachable, or not answering its lookup in time
             raise
         async for item in relay_alone(peers, job, mode, relay, relay_hit, relay_load, relay_dispatches(peers), down):
@@ -83,7 +96,11 @@ async def pdd(peers: Peers, job: Job, mode: Mode) -> AsyncIterator[Token | Finis
         return
     policy = policy_of(peers)
     missing = (len(job.prompt) - md_hit) * peers.kv_bytes_per_token
+    # The router's dispatch count is read after the lookups' awaits and taken in the same step: a burst
+    # whose lookups all ran before any of them was dispatched would otherwise all see the same idle relay.
+    relay_load = None if relay is None else _relay_load(peers, relay, reported_load)
     choice = policy.choose(missing, relay_load)
+    slot = RelaySlot(relay_dispatches(peers), relay.name) if choice.pipeline is Pipeline.P_RLD_MD else None
     queued_at_send = policy.in_flight_bytes
     policy.dispatched(missing)
     arrived = False
@@ -100,7 +117,7 @@ async def pdd(peers: Peers, job: Job, mode: Mode) -> AsyncIterator[Token | Finis
         if choice.pipeline is Pipeline.P_MD:
             source = run_p_d(peers, job, mode, md, md_hit, Pipeline.P_MD)
         else:
-            source = _relay_then_main(peers, job, mode, md, md_hit, relay, relay_hit, arrive)
+            source = _relay_then_main(peers, job, mode, md, md_hit, relay, relay_hit, arrive, slot)
         async for item in source:
             if not arrived and type(item) is Token and choice.pipeline is Pipeline.P_MD:
                 arrive()  # main decode releases token 0 only once its KV is whole
@@ -111,10 +128,12 @@ async def pdd(peers: Peers, job: Job, mode: Mode) -> AsyncIterator[Token | Finis
             yield item
     finally:
         arrive()
+        if slot is not None:
+            slot.release()
 
 
 async def _relay_then_main(peers: Peers, job: Job, mode: Mode, md, md_hit: int, relay, relay_hit: int,
-                           arrive: Callable[[], None]):
+                           arrive: Callable[[], None], slot: RelaySlot):
     scenario, spec = peers.plan.scenario, peers.plan.scenario.pdd
     stats = base_stats(mode, Pipeline.P_RLD_MD)
     stats["decode_hit_tokens"] = md_hit
@@ -137,9 +156,7 @@ async def _relay_then_main(peers: Peers, job: Job, mode: Mode, md, md_hit: int, 
 
     main = MainStream(md_call, fall_back)
     cut = None
-    dispatches = relay_dispatches(peers)
-    dispatches[relay.name] += 1
-    relay_held, ended = True, False
+    ended = False
     try:
         try:
             async for event in relay_call:
@@ -163,8 +180,7 @@ async def _relay_then_main(peers: Peers, job: Job, mode: Mode, md, md_hit: int, 
             stats["degraded"], cut = Degraded.RELAY_TRANSFER_LATE.value, 0
             stats["relay_error"] = relay_failure.details() or relay_failure.code().name
             main.handed_off = True
-        dispatches[relay.name] -= 1  # the relay's part is over: handed off, or finished there
-        relay_held = False
+        slot.release()  # the relay's part is over: handed off, or finished there
         arrive()  # handed off: main decode had its KV; finished on the relay: the transfer stops now
         if cut is None:  # the relay produced the last token: singular traffic (or the fallback below)
             md_call.cancel()
@@ -180,8 +196,7 @@ async def _relay_then_main(peers: Peers, job: Job, mode: Mode, md, md_hit: int, 
     except (grpc.aio.AioRpcError, asyncio.CancelledError) as exc:
         raise_pipeline_error(exc, prefill_call, "relay decode")
     finally:
-        if relay_held:
-            dispatches[relay.name] -= 1
+        slot.release()
         md_call.cancel()
         relay_call.cancel()
         await main.close()
