@@ -151,11 +151,6 @@ class VirtualConnection:
                 piece = min(remaining, state.piece_bytes or MAX_PIECE_BYTES, max(1, state.config.queue // QUEUE_PIECES))
                 flow.feed(self.link.zeros(piece))
                 remaining -= piece
-                if remaining:
-                    # One piece per turn: concurrent connections share the line in turns, as the mesh's
-                    # link reads each connection's socket in turn, instead of one message taking the
-                    # whole queue bound before the next gets a byte in.
-                    await asyncio.sleep(0)
             if nbytes == 0:
                 receiver.write(memoryview(b""))
             await done

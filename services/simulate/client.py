@@ -20,6 +20,7 @@ from loadgen.bench.client import _fill_measurements as fill_measurements
 from loadgen.bench.records import RequestRecord
 from loadgen.plan import RequestPlan
 from loadgen.sse import SseLineDecoder, StreamError, StreamTally
+from loadgen.tokens import text_token_ids
 from services.router.api import ApiError, CompletionRequest
 from services.router.fanout import plan_jobs
 from services.router.pipelines import Token
@@ -55,10 +56,13 @@ async def _stream(router: Router, plan: RequestPlan, tally: StreamTally, record:
         async with asyncio.timeout(scenario.request_timeout_s):
             async for item in router.run(job):
                 if type(item) is Token:
+                    # A token's chunk carries only its text, and the tally reads a text's ids as
+                    # feed_event would; the chunks with more in them go through the SSE bytes below.
                     text = choice.add(item.token_id)
                     produced += 1
-                    if text or produced == 1:
-                        _feed(tally, decoder, chunks.token(text, first=produced == 1), loop.time())
+                    if text:
+                        tally.ended_at = now = loop.time()
+                        tally.add_tokens(text_token_ids(text, tally.vocab), now)
                     continue
                 router.completed += 1
                 now = loop.time()
