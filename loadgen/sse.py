@@ -81,13 +81,17 @@ class StreamTally:
             ids = choice.get("token_ids")
             if ids is None and choice.get("text"):
                 ids = text_token_ids(choice["text"], self.vocab)
-            for token_id in ids or []:
-                self.output_ids.append(int(token_id))
-                self.token_times.append(now)
+            self.add_tokens(ids or (), now)
             if choice.get("finish_reason"):
                 self.finish_reason = choice["finish_reason"]
         self.usage = payload.get("usage") or self.usage
         self.pdd = payload.get("pdd") or self.pdd
+
+    def add_tokens(self, ids, now: float) -> None:
+        """Output token ids that arrived at `now` (one chunk's)."""
+        for token_id in ids:
+            self.output_ids.append(int(token_id))
+            self.token_times.append(now)
 
     def check_complete(self) -> None:
         if not self.done and self.finish_reason is None:

@@ -151,12 +151,14 @@ class VirtualConnection:
                 piece = min(remaining, state.piece_bytes or MAX_PIECE_BYTES, max(1, state.config.queue // QUEUE_PIECES))
                 flow.feed(self.link.zeros(piece))
                 remaining -= piece
+            if nbytes == 0:
+                receiver.write(memoryview(b""))
+            await done
         except asyncio.CancelledError:
-            self.close()
+            done.cancel()  # nobody waits for it now: a later reset must not leave its error unretrieved
+            if remaining:
+                self.close()
             raise
-        if nbytes == 0:
-            receiver.write(memoryview(b""))
-        await done
 
     def reset(self) -> None:
         for flow in self._flows.values():

@@ -20,6 +20,7 @@ COMMANDS = (
     "demo",
     "trace",
     "bench",
+    "simulate",
     "report",
     "sweep",
     "compose",

@@ -12,12 +12,13 @@ import asyncio
 import logging
 import math
 from dataclasses import dataclass
+from typing import Callable, Protocol
 
 import grpc
 
 from services.kv.frames import DEFAULT_FRAME_PAYLOAD_BYTES
-from services.kv.sender import KvSender
-from services.scenario.plan import MeshPlan
+from services.kv.sender import KvSender, SendResult
+from services.scenario.plan import LinkPlan, MeshPlan
 from services.rpc import channel, metadata, pb, pb_grpc
 
 log = logging.getLogger(__name__)
@@ -35,27 +36,64 @@ class Shipment:
     real_bytes: int
 
 
-class KvShipper:
+class Sender(Protocol):
+    """Moves one transfer's frames to a destination: KvSender over sockets, or a simulated link."""
+
+    transfers: int
+    failures: int
+
+    async def send(self, request_id: str, real_bytes: int, cancel: asyncio.Event | None = None) -> SendResult: ...
+
+    async def close(self) -> None: ...
+
+
+class KvRoutes(Protocol):
+    """How a shipper reaches a destination: its Decode stub (the announce) and a sender for its bytes."""
+
+    def stub(self, target: str) -> pb_grpc.DecodeStub: ...
+
+    def sender(self, link: LinkPlan, on_lost: Callable[[list[str]], None]) -> Sender: ...
+
+    async def close(self) -> None: ...
+
+
+class SocketRoutes:
+    """The mesh's routes: a gRPC channel to the destination, a connection pool through the planned link."""
+
     def __init__(self, plan: MeshPlan, me: str) -> None:
         self.plan, self.me = plan, me
-        self._senders: dict[str, KvSender] = {}
-        self._stubs: dict[str, pb_grpc.DecodeStub] = {}
         self._channels: list[grpc.aio.Channel] = []
+
+    def stub(self, target: str) -> pb_grpc.DecodeStub:
+        ch = channel(self.plan.grpc_address(target, self.me))
+        self._channels.append(ch)
+        return pb_grpc.DecodeStub(ch)
+
+    def sender(self, link: LinkPlan, on_lost: Callable[[list[str]], None]) -> KvSender:
+        return KvSender(link.host, link.listen_port, on_lost=on_lost)
+
+    async def close(self) -> None:
+        await asyncio.gather(*(ch.close() for ch in self._channels))
+
+
+class KvShipper:
+    def __init__(self, plan: MeshPlan, me: str, routes: KvRoutes | None = None) -> None:
+        self.plan, self.me = plan, me
+        self.routes = routes or SocketRoutes(plan, me)
+        self._senders: dict[str, Sender] = {}
+        self._stubs: dict[str, pb_grpc.DecodeStub] = {}
         self._tasks: set[asyncio.Task] = set()
         self._cancels: dict[str, asyncio.Event] = {}
         self.real_bytes_sent = 0
         self.cancelled = 0
         self._closing = False
 
-    def _route(self, target: str) -> tuple[KvSender, pb_grpc.DecodeStub]:
+    def _route(self, target: str) -> tuple[Sender, pb_grpc.DecodeStub]:
         """KeyError when the plan has no link from this service to `target`."""
         if target not in self._senders:
             link = self.plan.link(self.me, target)
-            ch = channel(self.plan.grpc_address(target, self.me))
-            self._channels.append(ch)
-            stub = self._stubs[target] = pb_grpc.DecodeStub(ch)
-            self._senders[target] = KvSender(link.host, link.listen_port,
-                                             on_lost=lambda ids: self._report_lost(stub, ids))
+            stub = self._stubs[target] = self.routes.stub(target)
+            self._senders[target] = self.routes.sender(link, lambda ids: self._report_lost(stub, ids))
         return self._senders[target], self._stubs[target]
 
     async def ship(self, transfer_id: str, target: str, tokens: int, kv_bytes_per_token: int, byte_scale: float,
@@ -77,7 +115,7 @@ class KvShipper:
         task.add_done_callback(self._tasks.discard)
         return Shipment(target, tokens, emulated, real)
 
-    async def _send(self, sender: KvSender, stub: pb_grpc.DecodeStub, transfer_id: str, real: int,
+    async def _send(self, sender: Sender, stub: pb_grpc.DecodeStub, transfer_id: str, real: int,
                     cancel: asyncio.Event) -> None:
         try:
             result = await sender.send(transfer_id, real, cancel)
@@ -130,4 +168,4 @@ class KvShipper:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         for sender in self._senders.values():
             await sender.close()
-        await asyncio.gather(*(ch.close() for ch in self._channels))
+        await self.routes.close()

@@ -26,33 +26,14 @@ from typing import Callable
 
 from aiohttp import web
 
-from netem.config import LinkConfig
 from netem.control import ControlServer
 from netem.link import UserspaceLink
 from netem.schedule import load_schedule
-from services.scenario.plan import LinkPlan, MeshPlan
+from services.scenario.plan import LinkPlan, MeshPlan, link_config
 from services.http_limits import HttpLimits, start_http
 
 log = logging.getLogger(__name__)
 TOKEN_ENV = "PDD_EMU_LINK_TOKEN"  # the same variable `pdd-emu link` reads
-MIN_QUEUE_BYTES = 65536
-
-
-def link_config(link: LinkPlan, byte_scale: float) -> LinkConfig:
-    """The netem config of a planned link, in real units.
-
-    KV links carry emulated bytes / byte_scale, so their rate and queue are divided
-    by the same factor (docs/mesh.md §Byte scale); control links carry gRPC at its
-    real size, so they keep the emulated rate and queue as they are.
-    """
-    spec = link.spec
-    scale = byte_scale if link.purpose == "kv" else 1.0
-    return LinkConfig.symmetric(
-        delay=spec.delay_s, jitter=spec.jitter_s, jitter_dist=spec.jitter_dist, loss=spec.loss,
-        rate=spec.rate_bps / scale, queue=max(MIN_QUEUE_BYTES, int(spec.queue_bytes / scale)),
-    )
-
-
 @dataclass
 class RunningLink:
     plan: LinkPlan

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Callable
 
 import grpc
 
@@ -18,7 +19,7 @@ from services.engine.sequence import EngineFull, FinishedEvent, Sequence, TokenE
 from services.instances import RoleProcess
 from services.kv.receiver import KvReceiver, ReceiverLimits, TransferFailed, TransferTable
 from services.scenario.plan import MeshPlan, ServicePlan
-from services.kv.shipper import KvShipper
+from services.kv.shipper import KvRoutes, KvShipper
 from services.main_decode.feed import FeedTable, Route
 from services.main_decode.handoff import take_over, take_over_by_kv
 from services.profiles import load_model
@@ -31,7 +32,10 @@ log = logging.getLogger(__name__)
 
 
 class DecodeService(RelayServicer, pb_grpc.DecodeServicer):
-    def __init__(self, process: RoleProcess) -> None:
+    """`relay_stub` and `kv_routes` reach the peers; None: over gRPC channels and the planned links."""
+
+    def __init__(self, process: RoleProcess, relay_stub: Callable[[str], pb_grpc.DecodeStub] | None = None,
+                 kv_routes: KvRoutes | None = None) -> None:
         self.process = process
         self.scenario = process.plan.scenario
         self.transfers = TransferTable()
@@ -39,19 +43,23 @@ class DecodeService(RelayServicer, pb_grpc.DecodeServicer):
                                    ReceiverLimits(frame_read_s=self.scenario.transfer_timeout_s))
         self.relay = RelayLedger()
         self._relay_stubs: dict[str, pb_grpc.DecodeStub] = {}
+        self._connect_relay = relay_stub or self._relay_channel
         self._channels = []
         self.handoffs = {"one-shot": 0, "catch-up": 0}
         self.relay_missing = 0  # requests main decode decoded alone: the relay never had them
-        self.shipper = KvShipper(process.plan, process.service.name)  # the relay's KV, in pdd-kvship only
+        self.shipper = KvShipper(process.plan, process.service.name, kv_routes)  # the relay's KV, pdd-kvship only
         self.kv_bytes_per_token = load_model(self.scenario.model).kv_bytes_per_token
         self.feeds = FeedTable()
 
     def _relay_stub(self, name: str) -> pb_grpc.DecodeStub:
         if name not in self._relay_stubs:
-            ch = channel(self.process.plan.grpc_address(name, self.process.service.name))
-            self._channels.append(ch)
-            self._relay_stubs[name] = pb_grpc.DecodeStub(ch)
+            self._relay_stubs[name] = self._connect_relay(name)
         return self._relay_stubs[name]
+
+    def _relay_channel(self, name: str) -> pb_grpc.DecodeStub:
+        ch = channel(self.process.plan.grpc_address(name, self.process.service.name))
+        self._channels.append(ch)
+        return pb_grpc.DecodeStub(ch)
 
     async def Announce(self, request, context):
         if request.abort_reason:

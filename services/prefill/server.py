@@ -18,7 +18,7 @@ import grpc
 
 from services.engine.sequence import EngineFull, Sequence
 from services.instances import RoleProcess
-from services.kv.shipper import KvShipper, ShipRefused
+from services.kv.shipper import KvRoutes, KvShipper, ShipRefused
 from services.scenario.plan import MeshPlan, ServicePlan
 from services.rpc import pb, pb_grpc
 from services.rpc.ids import prompt_of
@@ -27,10 +27,12 @@ log = logging.getLogger(__name__)
 
 
 class PrefillService(pb_grpc.PrefillServicer):
-    def __init__(self, process: RoleProcess) -> None:
+    """`kv_routes` reaches the receivers; None: over gRPC channels and the planned links."""
+
+    def __init__(self, process: RoleProcess, kv_routes: KvRoutes | None = None) -> None:
         self.process = process
         self.me: ServicePlan = process.service
-        self.shipper = KvShipper(process.plan, self.me.name)
+        self.shipper = KvShipper(process.plan, self.me.name, kv_routes)
 
     async def Prefill(self, request, context):
         rid = request.request_id

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, NoReturn
+from typing import Any, AsyncIterator, Mapping, NoReturn
 
 import grpc
 
@@ -50,13 +50,16 @@ class Job:
 class Peers:
     """One gRPC channel per peer service, opened at start-up, closed at shutdown."""
 
-    def __init__(self, plan: MeshPlan) -> None:
+    def __init__(self, plan: MeshPlan, stubs: Mapping[str, Any] | None = None) -> None:
+        """`stubs`: each peer's stub by service name; None: a gRPC channel to every peer in the plan."""
         self.plan = plan
-        self._channels = {s.name: channel(plan.grpc_address(s.name, "router")) for s in plan.services if s.grpc_port}
-        self.prefill = {n: pb_grpc.PrefillStub(c) for n, c in self._channels.items()
-                        if plan.service(n).role is Role.PREFILL}
-        self.decode = {n: pb_grpc.DecodeStub(c) for n, c in self._channels.items()
-                       if plan.service(n).role is not Role.PREFILL}
+        self._channels = {} if stubs is not None else {
+            s.name: channel(plan.grpc_address(s.name, "router")) for s in plan.services if s.grpc_port}
+        if stubs is None:
+            stubs = {n: (pb_grpc.PrefillStub if plan.service(n).role is Role.PREFILL else pb_grpc.DecodeStub)(c)
+                     for n, c in self._channels.items()}
+        self.prefill = {n: stub for n, stub in stubs.items() if plan.service(n).role is Role.PREFILL}
+        self.decode = {n: stub for n, stub in stubs.items() if plan.service(n).role is not Role.PREFILL}
         self._next_prefill = 0
         self.kv_bytes_per_token = load_model(plan.scenario.model).kv_bytes_per_token
         self._cancels: set[asyncio.Task] = set()

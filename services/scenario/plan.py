@@ -10,13 +10,16 @@ their rates and queues are divided by `byte_scale` because real bytes are.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 
 from pydantic import BaseModel, ConfigDict
 
+from netem.config import LinkConfig
 from services.scenario import LinkSpec, PoolSpec, Scenario
 from services.types import Mode, Role
 
 KV_RECEIVERS = (Role.DECODE, Role.MAIN_DECODE, Role.RELAY_DECODE)
+MIN_QUEUE_BYTES = 65536
 
 
 class ServicePlan(BaseModel):
@@ -119,3 +122,44 @@ def kv_paths(scenario: Scenario) -> list[tuple[PoolSpec, PoolSpec]]:
     if scenario.mode is Mode.PDD_KVSHIP:  # the relay ships its incremental KV to main decode
         paths += [(s, r) for s in scenario.pools_with(Role.RELAY_DECODE) for r in scenario.pools_with(Role.MAIN_DECODE)]
     return paths
+
+
+def plan_mesh(scenario: Scenario, host: str, port: Callable[[], int], router_port: int = 0) -> MeshPlan:
+    """The mesh of a scenario: a router, one service per pool, one KV link per sender/receiver pair.
+
+    `port()` gives each listening port: free ones on this machine (services/launcher/plan.py), or
+    placeholders where nothing listens (a simulation, services/simulate/).
+    """
+    services = [ServicePlan(name="router", role=Role.ROUTER, host=host, http_port=router_port or port(),
+                            dc=router_dc(scenario))]
+    for pool in scenario.pools:
+        receives_kv = pool.role in KV_RECEIVERS
+        services.append(ServicePlan(
+            name=pool.name, role=pool.role, host=host, pool=pool, http_port=port(), dc=pool.dc,
+            grpc_port=port(), kv_port=port() if receives_kv else 0,
+        ))
+    by_name = {s.name: s for s in services}
+    links = []
+    for src, dst in kv_paths(scenario):
+        kind = "rdma" if src.dc == dst.dc else "wan"
+        links.append(LinkPlan(
+            name=f"{src.name}-to-{dst.name}", src=src.name, dst=dst.name, kind=kind, host=host,
+            listen_port=port(), control_port=port(),
+            upstream_port=by_name[dst.name].kv_port, spec=scenario.link_between(src, dst),
+        ))
+    return MeshPlan(scenario=scenario, services=tuple(services), links=tuple(links))
+
+
+def link_config(link: LinkPlan, byte_scale: float) -> LinkConfig:
+    """The netem config of a planned link, in real units.
+
+    KV links carry emulated bytes / byte_scale, so their rate and queue are divided
+    by the same factor (docs/mesh.md §Byte scale); control links carry gRPC at its
+    real size, so they keep the emulated rate and queue as they are.
+    """
+    spec = link.spec
+    scale = byte_scale if link.purpose == "kv" else 1.0
+    return LinkConfig.symmetric(
+        delay=spec.delay_s, jitter=spec.jitter_s, jitter_dist=spec.jitter_dist, loss=spec.loss,
+        rate=spec.rate_bps / scale, queue=max(MIN_QUEUE_BYTES, int(spec.queue_bytes / scale)),
+    )

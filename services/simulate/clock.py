@@ -19,7 +19,8 @@ from __future__ import annotations
 import asyncio
 import selectors
 import time
-from typing import Any, Protocol
+from contextlib import contextmanager
+from typing import Any, Iterator, Protocol
 
 # 2026-01-01T00:00:00Z: a fixed epoch keeps virtual timestamps identical from run to run.
 DEFAULT_EPOCH_UNIX = 1_767_225_600.0
@@ -100,6 +101,27 @@ class VirtualClock:
 
     def unix(self) -> float:
         return self.epoch_unix + self._loop.time()
+
+
+@contextmanager
+def process_clocks(clock: Clock) -> Iterator[None]:
+    """`time.time()` and `time.monotonic()` read `clock` while the block runs.
+
+    The role code stamps and measures with the time module (KV transfer times,
+    the `pdd` timeline, the handoff stall); in a simulation those must be
+    emulated seconds, or a transfer would take the microseconds of wall time its
+    simulation cost. The whole process is the simulation while this holds, so
+    the module's two functions are swapped rather than every caller taught a
+    Clock. `time.perf_counter()` stays real: it times the simulation itself.
+    Modules that bound the functions at import (`from time import time`, as
+    tqdm and threading do) keep the real ones.
+    """
+    saved = time.time, time.monotonic
+    time.time, time.monotonic = clock.unix, clock.now  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        time.time, time.monotonic = saved  # type: ignore[assignment]
 
 
 def virtual_runner(start: float = 0.0, debug: bool | None = None) -> asyncio.Runner:

@@ -1,0 +1,92 @@
+"""The simulation against the mesh on every -mini preset: the same workload and seed, request by request.
+
+    python -m benchmarks.bench_simulate_agreement [--duration 20] [--concurrency 1]
+
+For each preset, a bench on a real mesh (`pdd-emu up`'s processes) and a simulation
+of the same workload and seed (services/simulate/agreement.py). Printed per preset
+(docs/simulate.md, "Agreement with the mesh"): TTFT, TPOT and E2E at P50/P90/P99 on
+both, the requests with the same text and the same pipeline, the mesh's event-loop
+lag p99, and where the mesh's extra time goes: the mean of (mesh - simulation) per
+request for the router's intake (received to prefill sent), the KV transfer, and
+the HTTP hop (client send to router received), over requests on the same pipeline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import tempfile
+from pathlib import Path
+
+from benchmarks.meshctl import mesh, service_stats
+from loadgen.bench.config import BenchConfig
+from services.scenario.loader import load_scenario
+from services.simulate.agreement import bench_mesh, compare
+from services.simulate.run import Driven, run_simulation
+
+PRESETS = ["colocated-mini", "pd-intra-mini", "pd-cross-mini", "pdd-mini", "pdd-kvship-mini"]
+WORKLOAD = "poisson:input=1000..16000,output=64"
+
+
+def _lag_p99(plan, reset: bool = False) -> float:
+    return max(service_stats(plan, s.name, reset_lag=reset)["loop_lag_s"]["p99"] or 0.0 for s in plan.services)
+
+
+def _overheads(mesh_run: Driven, sim: Driven) -> dict[str, float]:
+    """Mean (mesh - simulation) in ms, per stage, over requests both completed on the same pipeline."""
+    by_id = {r.id: r for r in sim.records if r.ok}
+    stages: dict[str, list[float]] = {"http": [], "intake": [], "kv": [], "ttft": []}
+    for m in mesh_run.records:
+        s = by_id.get(m.id)
+        if not m.ok or s is None or m.pdd["pipeline"] != s.pdd["pipeline"]:
+            continue
+        mt, st = m.pdd["timeline"], s.pdd["timeline"]
+        stages["http"].append(mt["received"] - m.send_unix - (st["received"] - s.send_unix))
+        if "prefill_sent" in mt:
+            stages["intake"].append(mt["prefill_sent"] - mt["received"] - (st["prefill_sent"] - st["received"]))
+        stages["kv"].append(m.pdd["kv_transfer_s"] - s.pdd["kv_transfer_s"])
+        stages["ttft"].append(m.ttft_s - s.ttft_s)
+    return {k: round(statistics.fmean(v) * 1e3, 1) if v else float("nan") for k, v in stages.items()}
+
+
+def one(preset: str, args: argparse.Namespace) -> None:
+    config = BenchConfig(url="http://unused", workload=WORKLOAD, out_dir=".", concurrency=args.concurrency,
+                         duration_s=args.duration, seed=args.seed, progress=False)
+    with tempfile.TemporaryDirectory() as tmp, mesh(preset, Path(tmp)) as (url, plan):
+        _lag_p99(plan, reset=True)
+        mesh_run = asyncio.run(bench_mesh(url, config.model_copy(update={"url": url})))
+        lag = _lag_p99(plan)
+    run = run_simulation(load_scenario(preset), WORKLOAD, concurrency=args.concurrency, duration_s=args.duration,
+                         seed=args.seed)
+    sim = Driven(run.records, run.outputs, None, args.concurrency, 0)
+    agreement = compare(mesh_run, sim)
+    cells = []
+    for metric in ("ttft_s", "tpot_s", "e2e_s"):
+        table = agreement.percentiles.get(metric, {})
+        cells.append(" / ".join(f"{m * 1e3:.0f}:{s * 1e3:.0f}" for m, s in table.values()) or "-")
+    over = _overheads(mesh_run, sim)
+    print(f"| {preset} | {agreement.requests} | {agreement.same_text} | {agreement.same_pipeline} | "
+          f"{' | '.join(cells)} | {lag * 1e3:.1f} | {over['http']} | {over['intake']} | {over['kv']} | "
+          f"{over['ttft']} | {len(agreement.violations())} |", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--duration", type=float, default=20.0)
+    parser.add_argument("--concurrency", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=5)
+    parser.add_argument("--presets", nargs="*", default=PRESETS)
+    args = parser.parse_args()
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; {WORKLOAD}, "
+          f"concurrency {args.concurrency}, {args.duration:g} s, seed {args.seed}")
+    print("| preset | requests | same text | same pipeline | TTFT p50/p90/p99 mesh:sim ms | TPOT | E2E | "
+          "mesh lag p99 ms | extra ms: HTTP | intake | KV | TTFT | bounds broken |")
+    print("| --- | ---: | ---: | ---: | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for preset in args.presets:
+        one(preset, args)
+
+
+if __name__ == "__main__":
+    main()

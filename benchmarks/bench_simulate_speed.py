@@ -1,0 +1,86 @@
+"""How fast `simulate` runs: emulated seconds per wall second and per CPU second, peak RSS, and how they grow.
+
+    python -m benchmarks.bench_simulate_speed [--quick]
+
+Each case runs in a child process of its own, so its peak RSS and CPU time are its
+own (docs/simulate.md, "Speed"):
+1. every -mini preset, poisson 3000-token prompts, 200-token outputs, 4 req/s for 20 s;
+2. paper-full-pdd at the report's 80 req/s, the agentic 64K workload, 5 s of arrivals;
+3. wall time against the request rate (pdd-mini, 2 to 16 req/s);
+4. wall time against the instance count (pd-intra-mini, 1 to 8 decode instances at 8 req/s).
+The bar: 50x real time on -mini presets, 1x on paper-full-pdd at 80 req/s (one core).
+CPU speedup is the one-core figure: on a shared machine the wall clock also counts waiting for a core.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+
+MINI = ["colocated-mini", "pd-intra-mini", "pd-cross-mini", "pdd-mini", "pdd-kvship-mini"]
+POISSON = "poisson:input=3000,output=200"
+
+
+def one_case(preset: str, workload: str, rate: float, duration_s: float, overrides: list[str]) -> dict:
+    from services.scenario.loader import load_scenario
+    from services.simulate.run import run_simulation
+
+    scenario = load_scenario(preset, overrides)
+    cpu0 = time.process_time()
+    run = run_simulation(scenario, workload, rate=rate, duration_s=duration_s, seed=0)
+    cpu = time.process_time() - cpu0
+    s = run.summary
+    return {"preset": preset, "overrides": overrides, "workload": workload, "rate": rate, "duration_s": duration_s,
+            "requests": s["sent"], "completed": s["completed"], "failed": s["failed"],
+            "tokens": sum(r.output_tokens for r in run.records), "emulated_s": s["emulated_s"],
+            "wall_s": s["wall_s"], "cpu_s": round(cpu, 3), "speedup": s["speedup"],
+            "cpu_speedup": round(s["emulated_s"] / cpu, 2),
+            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
+
+
+def run_case(preset: str, workload: str, rate: float, duration_s: float, *overrides: str) -> dict:
+    spec = json.dumps([preset, workload, rate, duration_s, list(overrides)])
+    done = subprocess.run([sys.executable, "-m", "benchmarks.bench_simulate_speed", "--case", spec],
+                          capture_output=True, text=True, timeout=1800)
+    if done.returncode != 0:
+        raise RuntimeError(f"{spec} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def show(row: dict) -> None:
+    extra = f" {' '.join(row['overrides'])}" if row["overrides"] else ""
+    print(f"| {row['preset']}{extra} | {row['rate']:g} | {row['completed']}/{row['requests']} | {row['tokens']} | "
+          f"{row['emulated_s']:.1f} | {row['wall_s']:.2f} | {row['cpu_s']:.2f} | {row['speedup']:.1f}x | "
+          f"{row['cpu_speedup']:.1f}x | {row['cpu_s'] / max(1, row['tokens']) * 1e6:.0f} | {row['peak_rss_mb']:.0f} |",
+          flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--case", help=argparse.SUPPRESS)
+    parser.add_argument("--quick", action="store_true", help="shorter runs, fewer points")
+    args = parser.parse_args()
+    if args.case:
+        print(json.dumps(one_case(*json.loads(args.case))))
+        return
+    seconds = 10.0 if args.quick else 20.0
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    print("| case | req/s | completed | tokens | emulated s | wall s | CPU s | speedup (wall) | speedup (CPU) | "
+          "CPU us/token | peak RSS MB |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for preset in MINI:
+        show(run_case(preset, POISSON, 4.0, seconds))
+    show(run_case("paper-full-pdd", "agentic", 80.0, 2.0 if args.quick else 5.0))
+    for rate in (2.0, 8.0) if args.quick else (2.0, 4.0, 8.0, 16.0):
+        show(run_case("pdd-mini", POISSON, rate, seconds))
+    for count in (1, 4) if args.quick else (1, 2, 4, 8):
+        show(run_case("pd-intra-mini", POISSON, 8.0, seconds, f"pools.decode.count={count}"))
+
+
+if __name__ == "__main__":
+    main()

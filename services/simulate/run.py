@@ -1,0 +1,169 @@
+"""`simulate_run`: one bench run against the whole mesh in this process, on virtual time.
+
+The workload, its arrivals and its pacing come from loadgen exactly as
+`pdd-emu bench` draws them from the same seed (loadgen/bench/runner.py); the
+requests go to the in-process mesh (services/simulate/wiring.py) through the
+router's own checks and encoder (services/simulate/client.py). Every
+`stats_every_s` of emulated time each service's /stats dict is kept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import random
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from tqdm import tqdm
+
+from loadgen.arrivals import arrival_offsets
+from loadgen.bench.dispatch import Dispatcher, RunClock, Sender
+from loadgen.bench.drive import drive_closed_loop, drive_open_loop, drive_trace_timing
+from loadgen.bench.records import RequestRecord
+from loadgen.bench.runner import BenchError, resolve_pacing
+from loadgen.bench.config import BenchConfig
+from loadgen.plan import RequestPlan
+from loadgen.summary import summarize
+from loadgen.tokens import DEFAULT_VOCAB
+from loadgen.workloads import build_workload
+from services.scenario import Scenario
+from services.simulate.client import complete
+from services.simulate.clock import VirtualClock, VirtualEventLoop, process_clocks, virtual_runner
+from services.simulate.wiring import SimulatedMesh, simulated_plan
+
+Snapshot = tuple[float, dict[str, dict]]
+
+
+@dataclass
+class SimulatedRun:
+    records: list[RequestRecord]
+    summary: dict[str, Any]
+    snapshots: list[Snapshot] = field(default_factory=list)
+    outputs: dict[str, list[int]] = field(default_factory=dict)  # each request's output token ids, by id
+
+
+class _LoopClock(RunClock):
+    """RunClock on the running loop's time (virtual in a simulation) instead of perf_counter."""
+
+    def __init__(self, duration_s: float, stop_sending: asyncio.Event) -> None:
+        super().__init__(duration_s, stop_sending)
+        self._loop = asyncio.get_running_loop()
+        self.start = self._loop.time()
+
+    def now(self) -> float:
+        return self._loop.time() - self.start
+
+
+class _Records:
+    """The dispatcher's recorder, in memory."""
+
+    def __init__(self) -> None:
+        self.records: list[RequestRecord] = []
+
+    def add(self, record: RequestRecord) -> None:
+        self.records.append(record)
+
+
+@dataclass
+class Driven:
+    records: list[RequestRecord]
+    outputs: dict[str, list[int]]
+    rate: float | None
+    concurrency: int | None
+    skipped_arrivals: int
+
+
+async def drive(config: BenchConfig, send: Sender) -> Driven:
+    """The bench's workload, arrivals and pacing from `config.seed` (loadgen/bench/runner.py's draws, in
+    its order), each request sent through `send`; on the running loop's clock."""
+    seeds = random.Random(config.seed)
+    spec = config.workload_config
+    plans = build_workload(spec, random.Random(seeds.getrandbits(64)))
+    rate, concurrency = resolve_pacing(config, plans)
+    outputs: dict[str, list[int]] = {}
+
+    async def send_and_keep(plan: RequestPlan, send_s: float) -> tuple[RequestRecord, list[int]]:
+        record, ids = await send(plan, send_s)
+        outputs[plan.request_id] = ids
+        return record, ids
+
+    loop = asyncio.get_running_loop()
+    recorder = _Records()
+    stop_sending = asyncio.Event()
+    clock = _LoopClock(config.duration_s, stop_sending)
+    dispatcher = Dispatcher(send_and_keep, recorder, clock, config.max_requests, stop_sending)  # type: ignore[arg-type]
+    timer = loop.call_later(config.duration_s, stop_sending.set)
+    try:
+        if concurrency is not None:
+            await drive_closed_loop(plans, dispatcher, clock, concurrency)
+        elif rate is not None:
+            arrivals = arrival_offsets(rate, random.Random(seeds.getrandbits(64)), plans.arrival_shape,
+                                       plans.arrival_cv)
+            await drive_open_loop(plans, dispatcher, clock, arrivals)
+        else:
+            await drive_trace_timing(plans, dispatcher, clock)
+        await dispatcher.drain()
+    finally:
+        timer.cancel()
+    return Driven(recorder.records, outputs, rate, concurrency, dispatcher.skipped_arrivals)
+
+
+async def simulate_run(scenario: Scenario, workload: str, *, rate: float | None = None,
+                       concurrency: int | None = None, duration_s: float, seed: int,
+                       stats_every_s: float = 1.0, progress: bool = False,
+                       request_timeout_s: float = 300.0) -> SimulatedRun:
+    """Run on the current loop (a VirtualEventLoop for virtual time: see `run_simulation`)."""
+    config = BenchConfig(url="http://simulated", workload=workload, out_dir=".", rate=rate, concurrency=concurrency,
+                         duration_s=duration_s, seed=seed, request_timeout_s=request_timeout_s, progress=progress)
+    vocab = getattr(config.workload_config, "vocab", DEFAULT_VOCAB)
+    loop = asyncio.get_running_loop()
+    wall_start = time.perf_counter()
+    snapshots: list[Snapshot] = []
+    bar = tqdm(total=round(duration_s, 1), unit="s", desc="simulate (emulated s)", disable=not progress,
+               file=sys.stderr, dynamic_ncols=True)
+    async with SimulatedMesh(simulated_plan(scenario)) as mesh:
+        start = loop.time()
+
+        def snapshot() -> None:
+            snapshots.append((round(loop.time() - start, 9), mesh.stats()))
+            bar.update(round(min(duration_s, loop.time() - start) - bar.n, 1))
+            ticker[0] = loop.call_later(stats_every_s, snapshot)
+
+        ticker = [loop.call_later(stats_every_s, snapshot)]
+
+        async def send(plan: RequestPlan, send_s: float):
+            return await complete(mesh.router, plan, timeout_s=config.request_timeout_s, send_s=send_s, vocab=vocab)
+
+        try:
+            driven = await drive(config, send)
+        finally:
+            ticker[0].cancel()
+            bar.close()
+        emulated_s = loop.time() - start
+        snapshots.append((round(emulated_s, 9), mesh.stats()))
+    wall_s = time.perf_counter() - wall_start
+    summary = summarize([dataclasses.asdict(r) for r in driven.records], sla=config.sla,
+                        workload=config.workload_spec, offered_rate=driven.rate, concurrency=driven.concurrency,
+                        skipped_arrivals=driven.skipped_arrivals)
+    summary_dict = {**summary.model_dump(mode="json"), "emulated_s": round(emulated_s, 6), "wall_s": round(wall_s, 3),
+                    "speedup": round(emulated_s / wall_s, 2) if wall_s > 0 else None}
+    return SimulatedRun(driven.records, summary_dict, snapshots, driven.outputs)
+
+
+def run_simulation(scenario: Scenario, workload: str, *, rate: float | None = None, concurrency: int | None = None,
+                   duration_s: float, seed: int, stats_every_s: float = 1.0, progress: bool = False,
+                   request_timeout_s: float = 300.0) -> SimulatedRun:
+    """`simulate_run` on a fresh virtual loop, with the process's clocks reading its time."""
+    with virtual_runner() as runner:
+        loop = runner.get_loop()
+        assert isinstance(loop, VirtualEventLoop)
+        with process_clocks(VirtualClock(loop)):
+            return runner.run(simulate_run(scenario, workload, rate=rate, concurrency=concurrency,
+                                           duration_s=duration_s, seed=seed, stats_every_s=stats_every_s,
+                                           progress=progress, request_timeout_s=request_timeout_s))
+
+
+__all__ = ["BenchError", "SimulatedRun", "run_simulation", "simulate_run"]

@@ -1,0 +1,126 @@
+"""The whole mesh in one process: the same servicers and router, joined by in-process calls and virtual links.
+
+Every service of the plan gets what `pdd-emu up` gives it (a RoleProcess with
+its engines, and the PrefillService or DecodeService over it); the router gets
+its Router and Peers. Where the mesh opens a gRPC channel, here an
+`InprocStub` calls the peer's servicer; where it opens a KV connection through
+a planned link, a `VirtualKvSender` times the same frames on a `VirtualLink`
+built from the same link config and seed (docs/simulate.md, "Wiring").
+Nothing here opens a socket.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any, Callable
+
+from prometheus_client import CollectorRegistry
+
+from netem.schedule import load_schedule
+from netem.virtual import VirtualLink
+from services.instances import RoleProcess
+from services.kv.shipper import Sender
+from services.main_decode.server import DecodeService
+from services.prefill.server import PrefillService
+from services.router.pipelines import Peers
+from services.router.server import Router
+from services.scenario import Scenario
+from services.scenario.plan import LinkPlan, MeshPlan, link_config, plan_mesh
+from services.simulate.inproc import InprocStub
+from services.simulate.kvlink import VirtualKvSender
+from services.types import Role
+
+HOST = "simulated"  # no service listens anywhere; the plan's addresses only name the services
+
+
+def simulated_plan(scenario: Scenario) -> MeshPlan:
+    """The scenario's mesh plan with placeholder ports: the same services and links as `pdd-emu up`'s."""
+    ports = itertools.count(1)
+    return plan_mesh(scenario, HOST, lambda: next(ports))
+
+
+class _Routes:
+    """KvRoutes of one service: the receiver's servicer in-process, its bytes on the planned virtual link."""
+
+    def __init__(self, mesh: SimulatedMesh, me: str) -> None:
+        self.mesh, self.me = mesh, me
+
+    def stub(self, target: str) -> InprocStub:
+        return InprocStub(self.mesh.servicers[target], self.me)
+
+    def sender(self, link: LinkPlan, on_lost: Callable[[list[str]], None]) -> Sender:
+        return VirtualKvSender(self.mesh.links[link.name], self.mesh.servicers[link.dst].transfers, on_lost=on_lost)
+
+    async def close(self) -> None:
+        return None
+
+
+class SimulatedMesh:
+    """Built and started on the loop that runs it (a virtual one for `simulate`)."""
+
+    def __init__(self, plan: MeshPlan) -> None:
+        self.plan = plan
+        scenario = plan.scenario
+        # The mesh's links draw from the scenario's seed (services/launcher/processes.py, `--seed`).
+        self.links = {link.name: VirtualLink(link_config(link, scenario.byte_scale), seed=scenario.seed)
+                      for link in plan.links if link.purpose == "kv"}
+        self.processes: dict[str, RoleProcess] = {}
+        self.servicers: dict[str, Any] = {}
+        for service in plan.services:
+            if service.role is Role.ROUTER:
+                continue
+            process = self.processes[service.name] = RoleProcess(plan, service)
+            routes = _Routes(self, service.name)
+            if service.role is Role.PREFILL:
+                self.servicers[service.name] = PrefillService(process, routes)
+            else:
+                self.servicers[service.name] = DecodeService(
+                    process, relay_stub=lambda name, me=service.name: InprocStub(self.servicers[name], me),
+                    kv_routes=routes)
+        self.router = Router(plan, CollectorRegistry())
+
+    async def start(self) -> None:
+        for link_plan in self.plan.links:
+            link = self.links.get(link_plan.name)
+            if link is None:
+                continue
+            await link.start()
+            if link_plan.spec.schedule:
+                await link.run_schedule(load_schedule(link_plan.spec.schedule))
+        for process in self.processes.values():
+            for engine in process.engines:
+                await engine.start()
+        self.router.peers = Peers(self.plan, {name: InprocStub(servicer, "router")
+                                              for name, servicer in self.servicers.items()})
+
+    async def stop(self) -> None:
+        if self.router.peers is not None:
+            await self.router.peers.close()
+        for name, servicer in self.servicers.items():
+            if isinstance(servicer, DecodeService):
+                await servicer.close()
+            else:
+                await servicer.shipper.close()
+        for process in self.processes.values():
+            for engine in process.engines:
+                await engine.stop()
+        for link in self.links.values():
+            await link.stop()
+
+    def stats(self) -> dict[str, dict]:
+        """Per service name, the dict its /stats endpoint returns in the mesh; links under their names."""
+        out: dict[str, dict] = {"router": self.router.stats()}
+        for name, process in self.processes.items():
+            servicer = self.servicers[name]
+            extra = servicer.stats() if isinstance(servicer, DecodeService) else servicer.shipper.stats()
+            out[name] = {**process.stats(), **extra}
+        for name, link in self.links.items():
+            out[name] = link.stats()
+        return out
+
+    async def __aenter__(self) -> SimulatedMesh:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()

@@ -1,0 +1,98 @@
+"""One P-RLD-MD request through the in-process mesh, with no socket at all, against the same request on the mesh."""
+
+from __future__ import annotations
+
+import socket
+
+import grpc
+import pytest
+
+from services.router.api import CompletionRequest
+from services.router.fanout import plan_jobs
+from services.router.pipelines import Token
+from services.scenario.loader import load_scenario
+from services.simulate.clock import VirtualClock, process_clocks, virtual_runner
+from services.simulate.wiring import SimulatedMesh, simulated_plan
+from tests.integration.mesh import running_mesh
+from tests.integration.test_mesh_modes import _stream
+from tests.integration.test_pdd import LOW_HIT, MODEL
+from tests.tolerance import assert_close
+
+OUTPUT = 700
+DURATIONS = ("kv_transfer_s", "queued_s")  # measured spans: the mesh's carry its own overhead
+WALL_STAMPS = ("timeline",)
+# Where the relay hands off depends on when the WAN transfer lands against the relay's steps, which
+# the mesh's own overhead shifts by a step or two; their sum is exact.
+CUT_COUNTS = ("rld_tokens", "md_tokens")
+CUT_TOKENS = 0.02 * OUTPUT
+
+
+def _refuse(*args, **kwargs):
+    raise AssertionError("the in-process mesh opened a socket or a gRPC channel")
+
+
+async def _inproc_stream(prompt: list[int], max_tokens: int) -> tuple[str, dict]:
+    async with SimulatedMesh(simulated_plan(load_scenario("pdd-mini"))) as mesh:
+        router = mesh.router
+        body = CompletionRequest.model_validate({"model": MODEL, "prompt": prompt, "max_tokens": max_tokens,
+                                                 "stream": True}, context={"vocab_size": router.model.vocab_size})
+        job, choice = plan_jobs(router, "inproc-1", body, False)[0]
+        texts, pdd = [], None
+        async for item in router.run(job):
+            if type(item) is Token:
+                texts.append(choice.add(item.token_id))
+            else:
+                pdd = item.pdd
+        return "".join(texts), pdd
+
+
+def simulated(prompt: list[int], max_tokens: int, monkeypatch) -> tuple[str, dict]:
+    with virtual_runner() as runner:  # the loop's own self-pipe is made before sockets are refused
+        monkeypatch.setattr(socket, "socket", _refuse)
+        monkeypatch.setattr(socket, "create_connection", _refuse)
+        monkeypatch.setattr(grpc.aio, "insecure_channel", _refuse)
+        monkeypatch.setattr(grpc.aio, "server", _refuse)
+        try:
+            with process_clocks(VirtualClock(runner.get_loop())):
+                return runner.run(_inproc_stream(prompt, max_tokens))
+        finally:
+            monkeypatch.undo()
+
+
+def test_refusing_sockets_is_in_force(monkeypatch):
+    monkeypatch.setattr(socket, "socket", _refuse)
+    with pytest.raises(AssertionError, match="opened a socket"):
+        socket.socket()
+
+
+def test_in_process_request_relays_and_hands_off_without_sockets(monkeypatch):
+    text, pdd = simulated(LOW_HIT, OUTPUT, monkeypatch)
+    assert pdd["pipeline"] == "P-RLD-MD" and not pdd["singular"]
+    assert pdd["rld_tokens"] > 0 and pdd["rld_tokens"] + pdd["md_tokens"] == OUTPUT
+    assert pdd["handoff"]["cut"] == pdd["rld_tokens"]
+    assert len(text.split()) == OUTPUT
+
+
+@pytest.mark.integration
+def test_in_process_request_matches_the_mesh(tmp_path, monkeypatch):
+    with running_mesh("pdd-mini", tmp_path) as url:
+        mesh_text, mesh_pdd = _stream(url, LOW_HIT, OUTPUT)
+    text, pdd = simulated(LOW_HIT, OUTPUT, monkeypatch)
+    assert text == mesh_text
+    assert set(pdd) == set(mesh_pdd)
+    assert pdd["rld_tokens"] + pdd["md_tokens"] == mesh_pdd["rld_tokens"] + mesh_pdd["md_tokens"] == OUTPUT
+    for key, value in mesh_pdd.items():
+        if key in WALL_STAMPS:
+            assert set(pdd[key]) == set(value), key
+        elif key in CUT_COUNTS:
+            assert_close(pdd[key], value, rel=0.0, abs_=CUT_TOKENS, what=key)
+        elif key in DURATIONS:
+            assert_close(pdd[key], value, rel=0.2, abs_=0.05, what=key)
+        elif key == "handoff":
+            assert pdd[key]["mode"] == value["mode"]
+            assert_close(pdd[key]["cut"], value["cut"], rel=0.0, abs_=CUT_TOKENS, what="handoff cut")
+        elif key == "policy":
+            assert pdd[key]["reason"] == value["reason"]
+            assert_close(pdd[key]["estimate_s"], value["estimate_s"], rel=0.2, abs_=0.05, what="policy estimate")
+        else:
+            assert pdd[key] == value, key
