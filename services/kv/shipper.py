@@ -17,6 +17,7 @@ import grpc
 
 from services.kv.frames import DEFAULT_FRAME_PAYLOAD_BYTES
 from services.kv.sender import KvSender
+from services.profiles import load_model
 from services.scenario.plan import MeshPlan
 from services.rpc import channel, metadata, pb, pb_grpc
 
@@ -38,6 +39,9 @@ class Shipment:
 class KvShipper:
     def __init__(self, plan: MeshPlan, me: str) -> None:
         self.plan, self.me = plan, me
+        # Constants of the scenario, read here rather than sent with every request.
+        self.kv_bytes_per_token = load_model(plan.scenario.model).kv_bytes_per_token
+        self.byte_scale = plan.scenario.byte_scale
         self._senders: dict[str, KvSender] = {}
         self._stubs: dict[str, pb_grpc.DecodeStub] = {}
         self._channels: list[grpc.aio.Channel] = []
@@ -58,11 +62,12 @@ class KvShipper:
                                              on_lost=lambda ids: self._report_lost(stub, ids))
         return self._senders[target], self._stubs[target]
 
-    async def ship(self, transfer_id: str, target: str, tokens: int, kv_bytes_per_token: int, byte_scale: float,
-                   first_token: int = -1, first_index: int = 0, cancellable: bool = False) -> Shipment:
+    async def ship(self, transfer_id: str, target: str, tokens: int, first_token: int = -1, first_index: int = 0,
+                   cancellable: bool = False) -> Shipment:
+        """Announce `tokens` tokens of KV to `target`, then send their real bytes (emulated / byte_scale)."""
         sender, stub = self._route(target)
-        emulated = tokens * kv_bytes_per_token
-        real = math.ceil(emulated / max(1.0, byte_scale))
+        emulated = tokens * self.kv_bytes_per_token
+        real = math.ceil(emulated / max(1.0, self.byte_scale))
         ack = await stub.Announce(pb.TransferAnnounce(
             request_id=transfer_id, first_token_index=first_index, num_tokens=tokens, real_bytes=real,
             emulated_bytes=emulated, frames=max(1, math.ceil(real / DEFAULT_FRAME_PAYLOAD_BYTES)),

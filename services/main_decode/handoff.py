@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from services.engine.scheduler import Engine, SequenceHandle
 from services.engine.sequence import Sequence
 from services.rpc import metadata, pb, pb_grpc
+from services.scenario import PddSpec
 from services.types import HandoffMode
 
 CLOSE_ENOUGH = 2  # tokens: about one relay decode step
@@ -57,12 +58,13 @@ async def take_over_by_kv(relay: pb_grpc.DecodeStub, engine: Engine, request, pr
     return HandoffOutcome(engine.submit(seq), HandoffMode.ONE_SHOT, 1, len(ids), started)
 
 
-async def take_over(relay: pb_grpc.DecodeStub, engine: Engine, request, prompt: list[int]) -> HandoffOutcome:
+async def take_over(relay: pb_grpc.DecodeStub, engine: Engine, request, prompt: list[int],
+                    spec: PddSpec) -> HandoffOutcome:
     rid, max_tokens = request.request_id, request.max_tokens
     started = time.time()
     first = await _pull(relay, rid, 0, stop=False)
     ids = list(first.tokens)
-    catch_up = len(ids) > request.catch_up_threshold and first.relay_load < request.busy_relay_load
+    catch_up = len(ids) > spec.catch_up_threshold and first.relay_load < spec.busy_relay_load
     mode = HandoffMode.CATCH_UP if catch_up else HandoffMode.ONE_SHOT
     if first.finished:
         return HandoffOutcome(None, mode, 0, len(ids), started, finished_on_relay=True)

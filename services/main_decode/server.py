@@ -21,11 +21,11 @@ from services.scenario.plan import MeshPlan, ServicePlan
 from services.kv.shipper import KvShipper
 from services.main_decode.feed import FeedTable, Route
 from services.main_decode.handoff import take_over, take_over_by_kv
-from services.profiles import load_model
 from services.relay_decode.relay import RelayLedger
 from services.relay_decode.servicer import RelayServicer
 from services.rpc import TOKEN_FEED_METADATA, channel, metadata_value, pb, pb_grpc
 from services.rpc.ids import prompt_of
+from services.types import Mode
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,6 @@ class DecodeService(RelayServicer, pb_grpc.DecodeServicer):
         self.handoffs = {"one-shot": 0, "catch-up": 0}
         self.relay_missing = 0  # requests main decode decoded alone: the relay never had them
         self.shipper = KvShipper(process.plan, process.service.name)  # the relay's KV, in pdd-kvship only
-        self.kv_bytes_per_token = load_model(self.scenario.model).kv_bytes_per_token
         self.feeds = FeedTable()
 
     def _relay_stub(self, name: str) -> pb_grpc.DecodeStub:
@@ -110,7 +109,7 @@ class DecodeService(RelayServicer, pb_grpc.DecodeServicer):
         if request.relay:
             self.relay.expect(rid)
         try:
-            transfer = await self.transfers.wait(rid, request.transfer_deadline_s or self.scenario.transfer_timeout_s)
+            transfer = await self.transfers.wait(rid, self.scenario.transfer_timeout_s)
         except BaseException as exc:
             self.relay.settle(rid)
             if isinstance(exc, TransferFailed):
@@ -143,7 +142,7 @@ class DecodeService(RelayServicer, pb_grpc.DecodeServicer):
             self.relay.settle(rid)
             raise
         if request.relay:
-            self.relay.add(rid, handle, transfer.first_token, request.max_tokens, request.relay_cap)
+            self.relay.add(rid, handle, transfer.first_token, request.max_tokens, self.scenario.pdd.relay_cap)
         try:
             async for event in self._stream(handle, stats, hit_from_engine=False, relayed=request.relay, sink=sink):
                 yield event
@@ -153,11 +152,11 @@ class DecodeService(RelayServicer, pb_grpc.DecodeServicer):
     async def _take_over(self, request, prompt, engine, stats, context, sink, first_token: int, hashes):
         relay = self._relay_stub(request.handoff_from)
         try:
-            if request.kv_ship:
+            if self.scenario.mode is Mode.PDD_KVSHIP:
                 outcome = await take_over_by_kv(relay, engine, request, prompt, self.process.service.name,
                                                 self._wait_handoff_kv)
             else:
-                outcome = await take_over(relay, engine, request, prompt)
+                outcome = await take_over(relay, engine, request, prompt, self.scenario.pdd)
         except TransferFailed as exc:
             await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
         except grpc.aio.AioRpcError as exc:

@@ -134,15 +134,12 @@ async def pdd(peers: Peers, job: Job, mode: Mode) -> AsyncIterator[Token | Finis
 
 async def _relay_then_main(peers: Peers, job: Job, mode: Mode, md, md_hit: int, relay, relay_hit: int,
                            arrive: Callable[[], None], slot: RelaySlot):
-    scenario, spec = peers.plan.scenario, peers.plan.scenario.pdd
     stats = base_stats(mode, Pipeline.P_RLD_MD)
     stats["decode_hit_tokens"] = md_hit
     base = dict(request_id=job.request_id, prompt_ids=job.prompt.packed, max_tokens=job.max_tokens, seed=job.seed,
-                expect_transfer=True, transfer_deadline_s=scenario.transfer_timeout_s)
-    md_call = peers.generate(md.name, pb.GenerateRequest(
-        **base, handoff_from=relay.name, catch_up_threshold=spec.catch_up_threshold,
-        busy_relay_load=spec.busy_relay_load, kv_ship=mode is Mode.PDD_KVSHIP))
-    relay_call = peers.generate(relay.name, pb.GenerateRequest(**base, relay=True, relay_cap=spec.relay_cap))
+                expect_transfer=True)
+    md_call = peers.generate(md.name, pb.GenerateRequest(**base, handoff_from=relay.name))
+    relay_call = peers.generate(relay.name, pb.GenerateRequest(**base, relay=True))
     prefill, prefill_call = start_prefill(peers, job, md.name, md_hit, relay.name, relay_hit)
     cancel_on_failure(prefill_call, md_call, relay_call)
 

@@ -171,11 +171,9 @@ async def colocated(peers: Peers, job: Job, mode: Mode) -> AsyncIterator[Token |
 
 def start_prefill(peers: Peers, job: Job, target: str, hit: int, secondary: str = "",
                   secondary_hit: int = 0) -> tuple[PrefillTarget, asyncio.Future]:
-    plan = peers.plan
     request = pb.PrefillRequest(
         request_id=job.request_id, prompt_ids=job.prompt.packed, seed=job.seed, kv_target=target,
-        receiver_hit_tokens=hit, kv_bytes_per_token=peers.kv_bytes_per_token, byte_scale=plan.scenario.byte_scale,
-        kv_target_secondary=secondary, secondary_hit_tokens=secondary_hit)
+        receiver_hit_tokens=hit, kv_target_secondary=secondary, secondary_hit_tokens=secondary_hit)
     job.mark("prefill_sent")
     prefill = PrefillTarget(peers.pick_prefill())
     return prefill, asyncio.ensure_future(prefill_any(peers, request, job, prefill))
@@ -217,11 +215,10 @@ async def run_p_d(peers: Peers, job: Job, mode: Mode, decode: ServicePlan | None
     """
     if decode is None:
         decode, hit = await peers.best_decode(job, (Role.DECODE,))
-    scenario = peers.plan.scenario
     stats = base_stats(mode, pipeline)
     gen = peers.generate(decode.name, pb.GenerateRequest(
         request_id=job.request_id, prompt_ids=job.prompt.packed, max_tokens=job.max_tokens, seed=job.seed,
-        expect_transfer=True, transfer_deadline_s=scenario.transfer_timeout_s))
+        expect_transfer=True))
     prefill, prefill_call = start_prefill(peers, job, decode.name, hit)
     cancel_on_failure(prefill_call, gen)
     landed = False
