@@ -64,8 +64,10 @@ class DecodeService(RelayServicer, pb_grpc.DecodeServicer):
 
     async def CacheLookup(self, request, context):
         ids = await prompt_of(request, context)
-        engine, hit = self.process.best_prefix(ids, self.process.prompt_hashes(request.prompt_ids, ids))
-        return pb.CacheLookupReply(hit_tokens=hit, instance=self.process.instance_name(engine), load=self.process.load())
+        # The instance a Generate would take, by the same rule, and what it holds: the transfer is sized on it.
+        choice = self.process.pool.choose(self.process.prompt_hashes(request.prompt_ids, ids))
+        return pb.CacheLookupReply(hit_tokens=min(choice.cached_tokens, len(ids)),
+                                   instance=self.process.instance_name(choice.engine), load=self.process.load())
 
     async def _submit(self, engine, seq: Sequence, context):
         try:
@@ -97,7 +99,10 @@ class DecodeService(RelayServicer, pb_grpc.DecodeServicer):
         if self.process.draining:
             await context.abort(grpc.StatusCode.UNAVAILABLE, f"{self.process.service.name} is draining")
         hashes = self.process.prompt_hashes(request.prompt_ids, ids)
-        engine = self.process.pool.choose(hashes).engine
+        try:
+            engine = self.process.instance(request.instance, hashes)
+        except KeyError as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         stats = pb.GenerateStats(instance=self.process.instance_name(engine))
         if not request.expect_transfer:
             handle = await self._submit(engine, Sequence(request_id=rid, context=prompt, prompt_len=len(prompt),
@@ -119,10 +124,10 @@ class DecodeService(RelayServicer, pb_grpc.DecodeServicer):
             self.transfers.discard(rid)
         stats.kv_transfer_s, stats.kv_arrived_unix = transfer.seconds, transfer.finished_at
         stats.kv_real_bytes, stats.kv_emulated_bytes = transfer.real_bytes, transfer.emulated_bytes
-        stats.hit_tokens = len(prompt) - transfer.num_tokens
+        stats.hit_tokens = kv_from = len(prompt) - transfer.num_tokens  # the sender's view of our cache
         if request.handoff_from:
             async for event in self._take_over(request, prompt, engine, stats, context, sink, transfer.first_token,
-                                               hashes):
+                                               hashes, kv_from):
                 yield event
             return
         yield TokenEvent(0, transfer.first_token, 0.0)
@@ -135,7 +140,7 @@ class DecodeService(RelayServicer, pb_grpc.DecodeServicer):
             return
         seq = Sequence(request_id=rid, context=prompt + [transfer.first_token], prompt_len=len(prompt),
                        kv_tokens=len(prompt), generate=request.max_tokens - 1, first_position=1, seed=request.seed,
-                       block_hashes=hashes)
+                       block_hashes=hashes, kv_from=kv_from)
         try:
             handle = await self._submit(engine, seq, context)
         except BaseException:
@@ -149,14 +154,15 @@ class DecodeService(RelayServicer, pb_grpc.DecodeServicer):
         finally:
             self.relay.remove(rid)
 
-    async def _take_over(self, request, prompt, engine, stats, context, sink, first_token: int, hashes):
+    async def _take_over(self, request, prompt, engine, stats, context, sink, first_token: int, hashes,
+                         kv_from: int):
         relay = self._relay_stub(request.handoff_from)
         try:
             if self.scenario.mode is Mode.PDD_KVSHIP:
                 outcome = await take_over_by_kv(relay, engine, request, prompt, self.process.service.name,
-                                                self._wait_handoff_kv)
+                                                self._wait_handoff_kv, kv_from)
             else:
-                outcome = await take_over(relay, engine, request, prompt, self.scenario.pdd)
+                outcome = await take_over(relay, engine, request, prompt, self.scenario.pdd, kv_from)
         except TransferFailed as exc:
             await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
         except grpc.aio.AioRpcError as exc:
@@ -164,7 +170,7 @@ class DecodeService(RelayServicer, pb_grpc.DecodeServicer):
                 # The relay never decoded it (its own transfer missed the deadline): this KV is the only
                 # one, so decode the whole request here, from prefill's token on.
                 async for event in self._decode_alone(request, prompt, engine, stats, context, sink, first_token,
-                                                      hashes):
+                                                      hashes, kv_from):
                     yield event
                 return
             await context.abort(grpc.StatusCode.UNAVAILABLE, f"handoff from {request.handoff_from} failed: "
@@ -187,7 +193,8 @@ class DecodeService(RelayServicer, pb_grpc.DecodeServicer):
         async for event in self._stream(outcome.handle, stats, hit_from_engine=False, sink=timed):
             yield event
 
-    async def _decode_alone(self, request, prompt, engine, stats, context, sink, first_token: int, hashes):
+    async def _decode_alone(self, request, prompt, engine, stats, context, sink, first_token: int, hashes,
+                            kv_from: int):
         self.relay_missing += 1
         stats.handed_off_at = 0
         yield TokenEvent(0, first_token, 0.0)
@@ -196,7 +203,7 @@ class DecodeService(RelayServicer, pb_grpc.DecodeServicer):
             return
         seq = Sequence(request_id=request.request_id, context=prompt + [first_token], prompt_len=len(prompt),
                        kv_tokens=len(prompt), generate=request.max_tokens - 1, first_position=1, seed=request.seed,
-                       block_hashes=hashes)
+                       block_hashes=hashes, kv_from=kv_from)
         async for event in self._stream(await self._submit(engine, seq, context), stats, hit_from_engine=False,
                                         sink=sink):
             yield event

@@ -43,6 +43,7 @@ async def _lookup_relay(peers: Peers, job: Job):
     except grpc.aio.AioRpcError:
         return None, 0, None  # an unreachable relay: the policy routes P-MD
     relay, reply = min(zip(relays, replies), key=lambda rr: _relay_load(peers, rr[0], rr[1].load))
+    job.instances[relay.name] = reply.instance
     return relay, reply.hit_tokens, reply.load
 
 
@@ -138,8 +139,10 @@ async def _relay_then_main(peers: Peers, job: Job, mode: Mode, md, md_hit: int, 
     stats["decode_hit_tokens"] = md_hit
     base = dict(request_id=job.request_id, prompt_ids=job.prompt.packed, max_tokens=job.max_tokens, seed=job.seed,
                 expect_transfer=True)
-    md_call = peers.generate(md.name, pb.GenerateRequest(**base, handoff_from=relay.name))
-    relay_call = peers.generate(relay.name, pb.GenerateRequest(**base, relay=True))
+    md_call = peers.generate(md.name, pb.GenerateRequest(**base, handoff_from=relay.name,
+                                                         instance=job.instances.get(md.name, "")))
+    relay_call = peers.generate(relay.name, pb.GenerateRequest(**base, relay=True,
+                                                               instance=job.instances.get(relay.name, "")))
     prefill, prefill_call = start_prefill(peers, job, md.name, md_hit, relay.name, relay_hit)
     cancel_on_failure(prefill_call, md_call, relay_call)
 

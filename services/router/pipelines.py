@@ -38,6 +38,8 @@ class Job:
     seed: int
     received_unix: float
     timeline: dict[str, float] = field(default_factory=dict)
+    # The instance each looked-up decode service named: its cache sized the transfer, so it decodes.
+    instances: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not isinstance(self.prompt, PromptIds):
@@ -118,6 +120,7 @@ class Peers:
         if not answered:
             raise map_rpc_error(replies[0], f"cache lookup at {candidates[0].name}")
         best = max(answered, key=lambda cr: (cr[1].hit_tokens, -cr[1].load))
+        job.instances[best[0].name] = best[1].instance
         return best[0], best[1].hit_tokens
 
 
@@ -157,7 +160,8 @@ async def colocated(peers: Peers, job: Job, mode: Mode) -> AsyncIterator[Token |
     service, hit = await peers.best_decode(job, (Role.COLOCATED,))
     stats = base_stats(mode, Pipeline.COLOCATED)
     request = pb.GenerateRequest(request_id=job.request_id, prompt_ids=job.prompt.packed,
-                                 max_tokens=job.max_tokens, seed=job.seed, expect_transfer=False)
+                                 max_tokens=job.max_tokens, seed=job.seed, expect_transfer=False,
+                                 instance=job.instances.get(service.name, ""))
     try:
         async for token in stream_decode(peers.generate(service.name, request), job, stats, "md_tokens"):
             yield token
@@ -218,7 +222,7 @@ async def run_p_d(peers: Peers, job: Job, mode: Mode, decode: ServicePlan | None
     stats = base_stats(mode, pipeline)
     gen = peers.generate(decode.name, pb.GenerateRequest(
         request_id=job.request_id, prompt_ids=job.prompt.packed, max_tokens=job.max_tokens, seed=job.seed,
-        expect_transfer=True))
+        expect_transfer=True, instance=job.instances.get(decode.name, "")))
     prefill, prefill_call = start_prefill(peers, job, decode.name, hit)
     cancel_on_failure(prefill_call, gen)
     landed = False
