@@ -55,7 +55,9 @@ class ChaosMesh:
         return self.plan.with_role(*roles) if roles else list(self.plan.services)
 
     def wan_links(self) -> list[LinkPlan]:
-        return [link for link in self.plan.links if link.kind == "wan"]
+        # The KV links: the faults' documented results (docs/reliability.md) were measured with gRPC
+        # outside the shaped WAN, so its control routes are left alone.
+        return [link for link in self.plan.links if link.kind == "wan" and link.purpose == "kv"]
 
     # -- reading ---------------------------------------------------------
     async def stats(self, http: aiohttp.ClientSession, name: str) -> dict:

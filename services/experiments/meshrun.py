@@ -88,7 +88,7 @@ async def set_wan_rate(plan: MeshPlan, factor: float) -> None:
     """Run every WAN link at `factor` x its planned rate (netem's control API; docs/results.md §Steady state)."""
     async with aiohttp.ClientSession() as http:
         for link in plan.links:
-            if link.kind == "wan":
+            if link.kind == "wan" and link.purpose == "kv":  # the KV line; gRPC keeps its planned rate
                 patch = real_fields(link, {"rate": link.spec.rate_bps * factor}, plan.scenario.byte_scale)
                 await ControlClient(http, f"http://{link.host}:{link.control_port}", timeout_s=STATS_TIMEOUT_S
                                     ).patch_config({"both": patch})

@@ -7,7 +7,8 @@ import socket
 from pathlib import Path
 
 from services.scenario import Scenario
-from services.scenario.plan import KV_RECEIVERS, LinkPlan, MeshPlan, ServicePlan, kv_paths, router_dc
+from services.scenario.plan import (KV_RECEIVERS, LinkPlan, MeshPlan, ServicePlan, control_routes, control_spec,
+                                    kv_paths, router_dc)
 from services.types import Role
 
 
@@ -69,5 +70,13 @@ def build_plan(scenario: Scenario, host: str = "127.0.0.1", router_port: int = 0
             name=f"{src.name}-to-{dst.name}", src=src.name, dst=dst.name, kind=kind, host=host,
             listen_port=free_port(host), control_port=free_port(host),
             upstream_port=by_name[dst.name].kv_port, spec=scenario.link_between(src, dst),
+        ))
+    # gRPC between datacenters crosses the WAN too, as in compose: lookups, Generate and its token
+    # feed, announces and handoffs pay the round trip (docs/mesh.md §Topology).
+    for dc, target in control_routes(services):
+        links.append(LinkPlan(
+            name=f"{dc}-to-{target.name}-grpc", src=dc, dst=target.name, kind="wan", purpose="control", host=host,
+            listen_port=free_port(host), control_port=free_port(host), upstream_port=target.grpc_port,
+            spec=control_spec(scenario.wan),
         ))
     return MeshPlan(scenario=scenario, services=tuple(services), links=tuple(links))

@@ -111,6 +111,27 @@ def router_dc(scenario: Scenario) -> str:
     return entry[0].dc
 
 
+def control_routes(services: list[ServicePlan] | tuple[ServicePlan, ...]) -> list[tuple[str, ServicePlan]]:
+    """(a caller's datacenter, a gRPC server in another one): every route gRPC takes across the WAN.
+
+    MeshPlan.grpc_address picks the link of such a route for any caller across datacenters: the
+    router and prefill reaching main decode, main decode reaching the relay for handoffs, the relay
+    announcing kvship transfers to main decode.
+    """
+    dcs = sorted({s.dc for s in services})
+    return [(dc, target) for dc in dcs for target in services if target.grpc_port and target.dc != dc]
+
+
+def control_spec(wan: LinkSpec) -> LinkSpec:
+    """The WAN as gRPC sees it: its delay, jitter and loss; its line rate without byte_scale.
+
+    Control messages are sent at their real size, not divided by byte_scale, so they ride the
+    WAN's emulated rate as is (services/scenario/link_config.py) and, being small, cost only the
+    propagation the study cares about. A schedule is the KV link's alone.
+    """
+    return wan.model_copy(update={"schedule": None})
+
+
 def kv_paths(scenario: Scenario) -> list[tuple[PoolSpec, PoolSpec]]:
     """Every (sender, receiver) pair of pools that KV bytes travel between."""
     senders = scenario.pools_with(Role.PREFILL)
