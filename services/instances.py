@@ -131,11 +131,18 @@ class RoleProcess:
             self._prompt_hashes.popitem(last=False)
         return hashes
 
-    def best_prefix(self, prompt: list[int] | np.ndarray, hashes: list[int] | None = None) -> tuple[Engine, int]:
-        hashes = block_hashes(prompt, self.engines[0].block_size) if hashes is None else hashes
-        hits = [(e.cached_prefix_tokens(hashes), -e.load, i) for i, e in enumerate(self.engines)]
-        hit, _, index = max(hits)
-        return self.engines[index], min(hit, len(prompt))
+    def instance(self, name: str, hashes: list[int]) -> Engine:
+        """The instance named `name` (the one a cache lookup chose); empty: choose by the pool's rule.
+
+        Lookup and admission go through the one rule of InstancePool.choose, and a request
+        whose transfer was sized at lookup is admitted on the instance the lookup named.
+        """
+        if not name:
+            return self.pool.choose(hashes).engine
+        for engine in self.engines:
+            if engine.name == name:
+                return engine
+        raise KeyError(f"no instance {name!r} in {self.service.name}; have {[e.name for e in self.engines]}")
 
     async def first_token(self, handle: SequenceHandle) -> int:
         """Run a prefill-only sequence to its end and return the token it produced."""

@@ -58,14 +58,14 @@ class WanJitter:
 
     async def apply(self, run: RunContext) -> Window:
         links = run.mesh.wan_links()
-        originals = {link.name: (await run.mesh.link(run.http, link, "GET", "/config"))["up"] for link in links}
+        originals = {link.name: (await run.mesh.link(run.http, link).config())["up"] for link in links}
         start = run.now()
         for link in links:
-            await run.mesh.link(run.http, link, "POST", "/schedule", self.schedule(originals[link.name]))
+            await run.mesh.link(run.http, link).post_schedule(self.schedule(originals[link.name]))
         length = len(self.delays_s) * self.hold_s + self.rate_drop_s
 
         async def played() -> bool:
-            states = [await run.mesh.link(run.http, link, "GET", "/schedule") for link in links]
+            states = [await run.mesh.link(run.http, link).schedule() for link in links]
             return not any(state["running"] for state in states)
 
         await poll_until(played, length + 10, "the jitter schedule's end")
@@ -99,11 +99,10 @@ class WanPartition:
         links = run.mesh.wan_links()
         start = run.now()
         for link in links:
-            await run.mesh.link(run.http, link, "POST", "/partition",
-                                {"mode": self.mode, "direction": "both", "duration": f"{self.duration_s:g}s"})
+            await run.mesh.link(run.http, link).partition(self.mode, "both", f"{self.duration_s:g}s")
 
         async def healed() -> bool:
-            states = [await run.mesh.link(run.http, link, "GET", "/stats") for link in links]
+            states = [await run.mesh.link(run.http, link).stats() for link in links]
             return all(s[side]["partition"] is None for s in states for side in ("up", "down"))
 
         await poll_until(healed, self.duration_s + 10, "the partition's end")

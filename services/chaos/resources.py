@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
-from services.chaos.mesh import ChaosMesh, MeshError
+from netem.client import ControlError
+from services.chaos.mesh import ChaosMesh
 from services.types import Role
 
 SENDER_CONNECTIONS = 4  # KvSender's pool per destination: a link may hold that many idle connections
@@ -75,8 +76,8 @@ async def not_at_rest(mesh: ChaosMesh, http: aiohttp.ClientSession) -> tuple[lis
         reasons += busy_reasons(service.name, service.role, stats[service.name])
     for link in mesh.plan.links:
         try:
-            reasons += link_reasons(link.name, await mesh.link(http, link, "GET", "/stats"))
-        except (aiohttp.ClientError, TimeoutError, MeshError) as exc:
+            reasons += link_reasons(link.name, await mesh.link(http, link).stats())
+        except ControlError as exc:
             reasons.append(f"link {link.name} /stats unreachable: {type(exc).__name__}")
     return reasons, stats
 

@@ -12,6 +12,7 @@ separated KEY=VALUE); `--set` flags are applied after PDD_EMU_SET, so they win.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import sys
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING
 from services.cli.errors import fail
 
 if TYPE_CHECKING:
-    from services.scenario.plan import LinkPlan
+    from services.scenario.plan import LinkPlan, MeshPlan
 
 SCENARIO_ENV, SET_ENV = "PDD_EMU_SCENARIO", "PDD_EMU_SET"
 
@@ -83,26 +84,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
-def chaos_patch(link: LinkPlan, fields: dict[str, str], byte_scale: float) -> dict:
-    """A PATCH /config body for one link from fields in emulated units (KV links carry bytes / byte_scale)."""
-    from services.units import parse_rate, parse_size
-
-    patch: dict[str, object] = dict(fields)
-    if link.purpose == "kv":
-        if "rate" in fields and fields["rate"] not in ("", "none", "unlimited"):
-            patch["rate"] = parse_rate(fields["rate"]) / byte_scale
-        if "queue" in fields:
-            patch["queue"] = max(65536, int(parse_size(fields["queue"]) / byte_scale))
-    return {"both": patch}
-
-
 def cmd_chaos(args: argparse.Namespace) -> int:
     from netem.config import ConfigError
     from netem.schedule import posted_form
-    from services.launcher.link_host import control_call
     from services.scenario.plan import MeshPlan
 
     plan = MeshPlan.load(args.plan)
+    schedule_text = None
     if args.action == "schedule":
         try:
             schedule_text = posted_form(args.file)
@@ -113,26 +101,39 @@ def cmd_chaos(args: argparse.Namespace) -> int:
         fail(f"no link matches runner {args.runner!r} and {args.link or 'any name'}; plan links: "
              f"{[l.name for l in plan.links]}")
     fields = dict(_field(text) for text in getattr(args, "fields", []))
+    return asyncio.run(_chaos(args, plan, links, fields, schedule_text))
+
+
+async def _chaos(args: argparse.Namespace, plan: MeshPlan, links: list[LinkPlan], fields: dict[str, str],
+                 schedule_text: str | None) -> int:
+    import aiohttp
+
+    from netem.client import ControlClient, ControlError
+    from services.launcher.link_host import TOKEN_ENV
+    from services.scenario.link_config import real_fields
+
     failed = False
-    for link in links:
-        base = f"http://{link.host}:{link.control_port}"
-        if args.action == "stats":
-            reply = {"config": control_call("GET", f"{base}/config"), "stats": control_call("GET", f"{base}/stats")}
-        elif args.action == "set":
-            reply = control_call("PATCH", f"{base}/config", chaos_patch(link, fields, plan.scenario.byte_scale))
-        elif args.action == "partition":
-            reply = control_call("POST", f"{base}/partition",
-                          {"mode": args.mode, "direction": args.direction, "duration": args.duration})
-        elif args.action == "heal":
-            reply = control_call("DELETE", f"{base}/partition")
-        elif args.action == "schedule":
-            if link.purpose != "kv":
+    async with aiohttp.ClientSession() as http:
+        for link in links:
+            if args.action == "schedule" and link.purpose != "kv":
                 continue
-            reply = control_call("POST", f"{base}/schedule", text=schedule_text)
-        else:
-            reply = control_call("DELETE", f"{base}/schedule")
-        failed |= "error" in reply
-        print(json.dumps({"link": link.name, **reply}), flush=True)
+            client = ControlClient(http, f"http://{link.host}:{link.control_port}", os.environ.get(TOKEN_ENV))
+            try:
+                if args.action == "stats":
+                    reply = {"config": await client.config(), "stats": await client.stats()}
+                elif args.action == "set":  # fields in emulated units, as the scenario writes them
+                    reply = await client.patch_config({"both": real_fields(link, fields, plan.scenario.byte_scale)})
+                elif args.action == "partition":
+                    reply = await client.partition(args.mode, args.direction, args.duration)
+                elif args.action == "heal":
+                    reply = await client.heal()
+                elif args.action == "schedule":
+                    reply = await client.post_schedule(text=schedule_text)
+                else:
+                    reply = await client.stop_schedule()
+            except (ControlError, ValueError) as err:  # ValueError: a field netem cannot read
+                failed, reply = True, {"error": str(err)}
+            print(json.dumps({"link": link.name, **reply}), flush=True)
     return 1 if failed else 0
 
 

@@ -12,12 +12,17 @@ import asyncio
 import os
 import signal
 import sys
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from services.cli.errors import fail
 from services.cli.loop import run as run_loop
 
+if TYPE_CHECKING:
+    from netem.config import LinkConfig
+
 TOKEN_ENV = "PDD_EMU_LINK_TOKEN"
+SHAPING_FLAGS = ("delay", "jitter", "jitter_dist", "correlation", "rate", "queue", "loss")
 
 
 def parse_address(text: str, what: str) -> tuple[str, int]:
@@ -33,13 +38,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("link", help="run one shaped TCP link (userspace, or kernel qdiscs)")
     p.add_argument("--listen", required=True, metavar="HOST:PORT", help="accept clients here (port 0: any free port)")
     p.add_argument("--upstream", required=True, metavar="HOST:PORT", help="forward every connection here")
-    p.add_argument("--delay", default="0ms", help="one-way delay, both directions (e.g. 20ms)")
-    p.add_argument("--jitter", default="0ms", help="jitter scale, sigma (e.g. 5ms)")
-    p.add_argument("--jitter-dist", default="uniform", help="uniform, normal, pareto or paretonormal")
-    p.add_argument("--correlation", default="0", help="jitter correlation with the previous draw (e.g. 25%%)")
-    p.add_argument("--rate", default=None, help="line rate (e.g. 800mbit); unlimited when absent")
-    p.add_argument("--queue", default="64MiB", help="bytes held per direction before the link stops reading")
-    p.add_argument("--loss", default="0", help="loss per segment (1448 B), paid as a 200 ms stall (e.g. 0.1%%)")
+    shaping = p.add_argument_group("shaping, both directions alike (defaults: no shaping, a 64MiB queue)")
+    shaping.add_argument("--delay", default=None, help="one-way delay (e.g. 20ms)")
+    shaping.add_argument("--jitter", default=None, help="jitter scale, sigma (e.g. 5ms)")
+    shaping.add_argument("--jitter-dist", default=None, help="uniform, normal, pareto or paretonormal")
+    shaping.add_argument("--correlation", default=None, help="jitter correlation with the previous draw (e.g. 25%%)")
+    shaping.add_argument("--rate", default=None, help="line rate (e.g. 800mbit); unlimited when absent")
+    shaping.add_argument("--queue", default=None, help="bytes held per direction before the link stops reading")
+    shaping.add_argument("--loss", default=None, help="loss per segment (1448 B), paid as a 200 ms stall (e.g. 0.1%%)")
+    p.add_argument("--config", type=Path, default=None, metavar="FILE",
+                   help="the whole config as JSON, as GET /config returns it (instead of the shaping flags)")
     p.add_argument("--schedule", default=None, metavar="FILE", help="YAML timeline to play from the start")
     p.add_argument("--control", default=None, metavar="HOST:PORT", help="serve the control API here")
     p.add_argument("--control-token", default=os.environ.get(TOKEN_ENV), metavar="T",
@@ -59,10 +67,11 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
         "upstream": parse_address(args.upstream, "--upstream"),
         "control": parse_address(args.control, "--control") if args.control else None,
     }
-    fields = {"delay": args.delay, "jitter": args.jitter, "jitter_dist": args.jitter_dist,
-              "correlation": args.correlation, "rate": args.rate, "queue": args.queue, "loss": args.loss}
+    fields = {name: value for name in SHAPING_FLAGS if (value := getattr(args, name)) is not None}
+    if args.config is not None and fields:
+        fail(f"--config {args.config} gives the whole config; drop --{', --'.join(fields).replace('_', '-')}")
     try:
-        options["config"] = LinkConfig.symmetric(**fields)
+        options["config"] = _read_config(args.config) if args.config else LinkConfig.symmetric(**fields)
         options["schedule"] = load_schedule(args.schedule) if args.schedule else None
     except ConfigError as err:
         fail(str(err))
@@ -74,6 +83,17 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
         if not is_loopback(options["control"][0]):
             fail(f"--control {args.control} is not loopback: give --control-token (or ${TOKEN_ENV})")
     return options
+
+
+def _read_config(path: Path) -> LinkConfig:
+    from netem.config import ConfigError, LinkConfig
+
+    try:
+        return LinkConfig.model_validate_json(path.read_text())
+    except OSError as err:
+        raise ConfigError(f"--config {path}: {err.strerror}") from None
+    except ValueError as err:  # pydantic's ValidationError is a ValueError
+        raise ConfigError(f"--config {path}: {err}") from None
 
 
 def run(args: argparse.Namespace) -> int:

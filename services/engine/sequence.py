@@ -29,7 +29,9 @@ class Sequence:
     """One request as an engine sees it.
 
     `context` is the prompt plus any output already generated elsewhere (after a handoff);
-    the first `kv_tokens` of it have KV on this instance already (received over a link).
+    context[kv_from:kv_tokens] has KV on this instance already (received over a link). The
+    first `kv_from` tokens are not received: the instance's prefix cache (either tier) holds
+    them, or it computes them again before the received KV can be used.
     The engine computes the rest, then generates `generate` tokens at output positions
     first_position, first_position + 1, ... where first_position == len(context) - prompt_len.
     """
@@ -43,6 +45,7 @@ class Sequence:
     seed: int
     fingerprint: int | None = None  # of context[:prompt_len]; computed when absent
     block_hashes: list[int] | None = None  # of context's leading full blocks, if the caller has them; extended here
+    kv_from: int = 0  # where the received KV starts: the sender's view of this instance's cached prefix
 
 
 class TokenEvent(NamedTuple):  # a tuple: one is built per generated token
@@ -130,7 +133,7 @@ class SequenceState:
     __slots__ = (
         "request_id", "context", "prompt_len", "computed", "chunk_origin", "end_position", "limit",
         "hashes", "published_blocks", "total_blocks", "kv_tokens", "key", "status", "stats", "events",
-        "pending_load_tokens", "_block_size",
+        "pending_load_tokens", "kv_from", "_block_size",
     )
 
     def __init__(self, seq: Sequence, block_size: int, vocab_size: int, now: Seconds) -> None:
@@ -138,6 +141,7 @@ class SequenceState:
         self.context = list(seq.context)
         self.prompt_len = seq.prompt_len
         self.kv_tokens = seq.kv_tokens
+        self.kv_from = seq.kv_from
         self.computed = 0
         self.chunk_origin = 0  # chunks are cut at chunk-size boundaries counted from here
         self.end_position = seq.first_position + seq.generate
@@ -175,6 +179,8 @@ class SequenceState:
     def computable(self) -> int:
         """Tokens it may compute now; a held sequence stops one short so it produces no token."""
         target = len(self.context) - 1 if self.held else len(self.context)
+        if self.computed < self.kv_from:  # the prefix below the received KV first; the planner then skips it
+            target = min(target, self.kv_from)
         return target - self.computed
 
     def append(self, ids: list[TokenId]) -> None:
@@ -194,6 +200,8 @@ def validate(seq: Sequence, vocab_size: int, tokens: np.ndarray) -> None:
         raise ValueError(f"{seq.request_id}: prompt_len {seq.prompt_len} must be in 1..len(context)={n}")
     if not 0 <= seq.kv_tokens <= n:
         raise ValueError(f"{seq.request_id}: kv_tokens {seq.kv_tokens} must be in 0..len(context)={n}")
+    if not 0 <= seq.kv_from <= seq.kv_tokens:
+        raise ValueError(f"{seq.request_id}: kv_from {seq.kv_from} must be in 0..kv_tokens={seq.kv_tokens}")
     if seq.generate < 1:
         raise ValueError(f"{seq.request_id}: generate must be at least 1, got {seq.generate}")
     if seq.first_position != n - seq.prompt_len:

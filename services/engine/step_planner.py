@@ -180,7 +180,7 @@ class StepPlanner:
         self.running.remove(state)
         self.cache.release(state.request_id)
         state.computed = state.chunk_origin = state.published_blocks = 0
-        state.kv_tokens = 0  # received KV is gone with the blocks
+        state.kv_tokens = state.kv_from = 0  # received KV is gone with the blocks
         state.pending_load_tokens = 0
         state.status = Status.WAITING
         state.stats.preemptions += 1
@@ -196,6 +196,8 @@ class StepPlanner:
             state = self.waiting[0]
             # At least the last context token is always computed: its logits give the next token.
             max_hit_blocks = (len(state.context) - 1) // cfg.block_size
+            if state.kv_from:  # above kv_from the KV was received: only the prefix below it is looked up
+                max_hit_blocks = min(max_hit_blocks, state.kv_from // cfg.block_size)
             blocks = self._blocks_for(len(state.context))
             hit_blocks = self.cache.admit(state.request_id, state.hashes, blocks, max_hit_blocks)
             if hit_blocks is None:
@@ -204,8 +206,11 @@ class StepPlanner:
             admitted.append(state)
             cache_hit = hit_blocks * cfg.block_size
             host_hit = self.cache.loaded_blocks(state.request_id) * cfg.block_size
-            state.computed = state.chunk_origin = min(max(state.kv_tokens, cache_hit), len(state.context) - 1)
-            if cache_hit > state.kv_tokens:  # received KV makes a host load needless
+            # Received KV counts only on top of the prefix below it; a prefix evicted since the sender
+            # sized the transfer is computed again first (docs/engine.md, "Received KV").
+            present = state.kv_tokens if cache_hit >= state.kv_from else 0
+            state.computed = state.chunk_origin = min(max(present, cache_hit), len(state.context) - 1)
+            if cache_hit > state.kv_tokens or state.kv_from:  # a host load is needless only under received KV
                 state.pending_load_tokens = host_hit
             state.published_blocks = hit_blocks
             self._publish(state)
@@ -241,6 +246,8 @@ class StepPlanner:
             if state.status is not running:
                 continue  # cancelled while the step ran
             computed = state.computed = state.computed + tokens
+            if computed == state.kv_from and state.kv_tokens > computed:  # the missing prefix is back
+                computed = state.computed = min(state.kv_tokens, len(state.context) - 1)
             stats = state.stats
             stats.computed_tokens += tokens
             if computed // block_size > state.published_blocks:

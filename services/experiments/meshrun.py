@@ -17,8 +17,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import aiohttp
+
 from loadgen.summary import SlaConfig
+from netem.client import ControlClient
 from services.launcher.plan import build_plan
+from services.scenario.link_config import real_fields
 from services.scenario.plan import MeshPlan
 from services.launcher.processes import start_mesh, stop_processes
 from services.scenario import Scenario
@@ -80,16 +84,14 @@ def service_overheads(plan: MeshPlan, reset: bool = False) -> tuple[dict[str, fl
     return lags, late
 
 
-def set_wan_rate(plan: MeshPlan, factor: float) -> None:
+async def set_wan_rate(plan: MeshPlan, factor: float) -> None:
     """Run every WAN link at `factor` x its planned rate (netem's control API; docs/results.md §Steady state)."""
-    for link in plan.links:
-        if link.kind != "wan":
-            continue
-        body = json.dumps({"both": {"rate": link.spec.rate_bps / plan.scenario.byte_scale * factor}}).encode()
-        request = urllib.request.Request(f"http://{link.host}:{link.control_port}/config", data=body, method="PATCH",
-                                         headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(request, timeout=STATS_TIMEOUT_S) as reply:
-            reply.read()
+    async with aiohttp.ClientSession() as http:
+        for link in plan.links:
+            if link.kind == "wan" and link.purpose == "kv":  # the KV line; gRPC keeps its planned rate
+                patch = real_fields(link, {"rate": link.spec.rate_bps * factor}, plan.scenario.byte_scale)
+                await ControlClient(http, f"http://{link.host}:{link.control_port}", timeout_s=STATS_TIMEOUT_S
+                                    ).patch_config({"both": patch})
 
 
 async def run_deployment(scenario: Scenario, workload: str, stairs: Staircase, out_dir: Path,
@@ -107,14 +109,14 @@ async def run_deployment(scenario: Scenario, workload: str, stairs: Staircase, o
     processes = await asyncio.to_thread(start_mesh, plan, out_dir / "mesh")
     try:
         await asyncio.to_thread(service_overheads, plan, True)  # start-up is not part of the run
-        await asyncio.to_thread(set_wan_rate, plan, WARMUP_WAN_FACTOR)
+        await set_wan_rate(plan, WARMUP_WAN_FACTOR)
         url = f"http://{plan.router.host}:{plan.router.http_port}"
         watcher = asyncio.create_task(observe(plan)) if observe is not None else None
         try:
             steps = await run_staircase(url, scenario.model, workload, stairs, out_dir / "bench",
                                         SlaConfig(ttft_s=scenario.sla.ttft_s, tpot_s=scenario.sla.tpot_s),
                                         label=scenario.name, cost_per_hour=cost_per_hour(scenario),
-                                        after_ramp=lambda: asyncio.to_thread(set_wan_rate, plan, 1.0))
+                                        after_ramp=lambda: set_wan_rate(plan, 1.0))
         finally:
             if watcher is not None:
                 watcher.cancel()

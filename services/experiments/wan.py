@@ -87,7 +87,7 @@ async def _start_link(setup: WanSetup, upstream_port: int, run_dir: Path) -> tup
     """A `pdd-emu link` process shaping the line; returns it and the port senders connect to."""
     link = LinkPlan(name="wan", src="prefill", dst="decode", kind="wan", host=HOST, listen_port=free_port(HOST),
                     control_port=free_port(HOST), upstream_port=upstream_port, spec=setup.line)
-    cmd = link_command(link, setup.byte_scale, setup.seed)
+    cmd = link_command(link, setup.byte_scale, setup.seed, run_dir)
     (run_dir / "logs").mkdir(parents=True, exist_ok=True)
     with open(run_dir / "logs" / "wan.log", "ab") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

@@ -18,6 +18,7 @@ import grpc
 
 from services.kv.frames import DEFAULT_FRAME_PAYLOAD_BYTES
 from services.kv.sender import KvSender, SendResult
+from services.profiles import load_model
 from services.scenario.plan import LinkPlan, MeshPlan
 from services.rpc import channel, metadata, pb, pb_grpc
 
@@ -80,6 +81,9 @@ class KvShipper:
     def __init__(self, plan: MeshPlan, me: str, routes: KvRoutes | None = None) -> None:
         self.plan, self.me = plan, me
         self.routes = routes or SocketRoutes(plan, me)
+        # Constants of the scenario, read here rather than sent with every request.
+        self.kv_bytes_per_token = load_model(plan.scenario.model).kv_bytes_per_token
+        self.byte_scale = plan.scenario.byte_scale
         self._senders: dict[str, Sender] = {}
         self._stubs: dict[str, pb_grpc.DecodeStub] = {}
         self._tasks: set[asyncio.Task] = set()
@@ -96,11 +100,12 @@ class KvShipper:
             self._senders[target] = self.routes.sender(link, lambda ids: self._report_lost(stub, ids))
         return self._senders[target], self._stubs[target]
 
-    async def ship(self, transfer_id: str, target: str, tokens: int, kv_bytes_per_token: int, byte_scale: float,
-                   first_token: int = -1, first_index: int = 0, cancellable: bool = False) -> Shipment:
+    async def ship(self, transfer_id: str, target: str, tokens: int, first_token: int = -1, first_index: int = 0,
+                   cancellable: bool = False) -> Shipment:
+        """Announce `tokens` tokens of KV to `target`, then send their real bytes (emulated / byte_scale)."""
         sender, stub = self._route(target)
-        emulated = tokens * kv_bytes_per_token
-        real = math.ceil(emulated / max(1.0, byte_scale))
+        emulated = tokens * self.kv_bytes_per_token
+        real = math.ceil(emulated / max(1.0, self.byte_scale))
         ack = await stub.Announce(pb.TransferAnnounce(
             request_id=transfer_id, first_token_index=first_index, num_tokens=tokens, real_bytes=real,
             emulated_bytes=emulated, frames=max(1, math.ceil(real / DEFAULT_FRAME_PAYLOAD_BYTES)),

@@ -15,8 +15,9 @@ datacenters crosses wan-link: KV frames on the WAN's KV links, and gRPC on
 
 from __future__ import annotations
 
-from services.scenario.plan import LinkPlan, MeshPlan, ServicePlan, kv_paths, router_dc
-from services.scenario import LinkSpec, PoolSpec, Scenario
+from services.scenario.plan import (LinkPlan, MeshPlan, ServicePlan, control_routes, control_spec, kv_paths,
+                                    router_dc)
+from services.scenario import PoolSpec, Scenario
 from services.types import Mode, Role
 
 BIND_ALL = "0.0.0.0"
@@ -91,32 +92,11 @@ def _kv_links(scenario: Scenario, services: list[ServicePlan]) -> list[LinkPlan]
 
 
 def _control_links(scenario: Scenario, services: list[ServicePlan]) -> list[LinkPlan]:
-    """A gRPC route through wan-link from each datacenter to every gRPC server of the other one.
-
-    MeshPlan.grpc_address picks these for any caller across datacenters: the router
-    and prefill reaching main decode, main decode reaching the relay for handoffs,
-    the relay announcing kvship transfers to main decode.
-    """
-    links = []
-    for dc in sorted({s.dc for s in services}):
-        for target in services:
-            if target.grpc_port and target.dc != dc:
-                links.append(LinkPlan(
-                    name=f"{dc}-to-{target.name}-grpc", src=dc, dst=target.name, kind="wan", purpose="control",
-                    host=WAN_LINK, runner=WAN_LINK, listen_port=0, control_port=0, upstream_host=target.host,
-                    upstream_port=target.grpc_port, spec=control_spec(scenario.wan),
-                ))
-    return links
-
-
-def control_spec(wan: LinkSpec) -> LinkSpec:
-    """The WAN as gRPC sees it: its delay, jitter and loss; its line rate without byte_scale.
-
-    Control messages are sent at their real size, not divided by byte_scale, so they
-    ride the WAN's emulated rate as is (link_host.link_config) and, being small, cost
-    only the propagation the study cares about. A schedule is the KV link's alone.
-    """
-    return wan.model_copy(update={"schedule": None})
+    """A gRPC route through wan-link from each datacenter to every gRPC server of the other one."""
+    return [LinkPlan(name=f"{dc}-to-{target.name}-grpc", src=dc, dst=target.name, kind="wan", purpose="control",
+                     host=WAN_LINK, runner=WAN_LINK, listen_port=0, control_port=0, upstream_host=target.host,
+                     upstream_port=target.grpc_port, spec=control_spec(scenario.wan))
+            for dc, target in control_routes(services)]
 
 
 def links_on(plan: MeshPlan, runner: str) -> list[LinkPlan]:

@@ -14,26 +14,27 @@ can (the compose `netem` profile; docs/compose.md, "Kernel netem").
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import random
 import signal
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from typing import Callable
 
 from aiohttp import web
 
+from netem.client import ControlError, call_once
 from netem.control import ControlServer
 from netem.link import UserspaceLink
 from netem.schedule import load_schedule
-from services.scenario.plan import LinkPlan, MeshPlan, link_config
+from services.scenario.link_config import real_link_config
+from services.scenario.plan import LinkPlan, MeshPlan
 from services.http_limits import HttpLimits, start_http
 
 log = logging.getLogger(__name__)
 TOKEN_ENV = "PDD_EMU_LINK_TOKEN"  # the same variable `pdd-emu link` reads
+
+
 @dataclass
 class RunningLink:
     plan: LinkPlan
@@ -58,7 +59,7 @@ class LinkHost:
             raise
 
     async def _start_one(self, planned: LinkPlan, byte_scale: float, seed: int) -> None:
-        config = link_config(planned, byte_scale)
+        config = real_link_config(planned, byte_scale)
         upstream = (planned.upstream_host or planned.host, planned.upstream_port)
         # A seed per link name: the same plan draws the same jitter whatever else the runner hosts.
         link = UserspaceLink((self.bind_host, planned.listen_port), upstream, config,
@@ -136,23 +137,6 @@ async def serve_links(plan: MeshPlan, runner: str, health_port: int, bind_host: 
         await host.stop()
 
 
-def control_call(method: str, url: str, body: dict | None = None, text: str | None = None) -> dict:
-    """One call to a link's control API (bearer token from $PDD_EMU_LINK_TOKEN); errors come back as {"error"}."""
-    data = json.dumps(body).encode() if body is not None else (text.encode() if text is not None else None)
-    request = urllib.request.Request(url, data=data, method=method)
-    if os.environ.get(TOKEN_ENV):
-        request.add_header("Authorization", f"Bearer {os.environ[TOKEN_ENV]}")
-    if body is not None:
-        request.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(request, timeout=10) as reply:
-            return json.loads(reply.read() or b"{}")
-    except urllib.error.HTTPError as err:
-        return {"error": f"{err.code}: {err.read().decode(errors='replace')}"}
-    except (urllib.error.URLError, OSError) as err:
-        return {"error": f"cannot reach {url}: {getattr(err, 'reason', err)}"}
-
-
 UNSHAPED = {"both": {"delay": 0, "jitter": 0, "loss": 0, "rate": None}}
 
 
@@ -177,7 +161,7 @@ def kernel_takeover(plan: MeshPlan, runner: str, report: Callable[[str], None]) 
         report(f"pdd-emu compose netem: {runner} runs no WAN link in this plan; nothing to shape")
         return _wait_for_stop()
     kv = next((link for link in wan if link.purpose == "kv"), wan[0])
-    config = link_config(kv, plan.scenario.byte_scale)
+    config = real_link_config(kv, plan.scenario.byte_scale)
     shapers: list[KernelLink] = []
     try:
         check_available(config)
@@ -191,9 +175,10 @@ def kernel_takeover(plan: MeshPlan, runner: str, report: Callable[[str], None]) 
                f"{len(wan)} WAN link(s) in userspace")
         return _wait_for_stop()
     bases = [f"http://127.0.0.1:{link.control_port}" for link in wan]
-    saved = [control_call("GET", f"{base}/config") for base in bases]
+    token = os.environ.get(TOKEN_ENV)
+    saved = [_call_or_none(base, "GET", None, token) for base in bases]
     for base in bases:
-        control_call("PATCH", f"{base}/config", UNSHAPED)
+        _call_or_none(base, "PATCH", UNSHAPED, token)
     names = ", ".join(shaper.interfaces["up"].ifname for shaper in shapers)  # type: ignore[union-attr]
     report(f"pdd-emu compose netem: kernel netem shapes {runner}'s WAN on {names} (delay {config.up.delay * 1e3:g} "
            f"ms, {(config.up.rate or 0) / 1e6:g} Mbit/s real); userspace shaping of {len(wan)} link(s) off")
@@ -201,10 +186,19 @@ def kernel_takeover(plan: MeshPlan, runner: str, report: Callable[[str], None]) 
         return _wait_for_stop()
     finally:
         for base, config_before in zip(bases, saved):
-            if "error" not in config_before:
-                control_call("PATCH", f"{base}/config", config_before)
+            if config_before is not None:
+                _call_or_none(base, "PATCH", config_before, token)
         for shaper in shapers:
             shaper.clear()
+
+
+def _call_or_none(base: str, method: str, body: dict | None, token: str | None) -> dict | None:
+    """GET or PATCH one link's /config; a link that refuses is reported and left as it is."""
+    try:
+        return call_once(base, method, "/config", body, token=token)
+    except ControlError as err:
+        log.warning("kernel netem: %s", err)
+        return None
 
 
 def _interfaces() -> list[str]:

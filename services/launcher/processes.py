@@ -20,12 +20,14 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from services.scenario.link_config import real_link_config
 from services.scenario.plan import LinkPlan, MeshPlan, ServicePlan
 from services.types import Role
 
 STATE_FILE = "state.json"
 PLAN_FILE = "plan.json"
 STATUS_DIR = "status"
+LINK_CONFIG_DIR = "links"
 START_ORDER = (Role.DECODE, Role.MAIN_DECODE, Role.RELAY_DECODE, Role.COLOCATED, Role.PREFILL, Role.ROUTER)
 
 
@@ -41,22 +43,21 @@ class Started:
     cmd: tuple[str, ...]
 
 
-def link_command(link: LinkPlan, scale: float, seed: int) -> list[str]:
-    spec = link.spec
+def link_command(link: LinkPlan, byte_scale: float, seed: int, run_dir: Path) -> list[str]:
+    """`pdd-emu link` for a planned link; its real config (services/scenario/link_config.py) goes as a JSON file.
+
+    The file holds the floats themselves, so the shaped rate is the one the plan implies to the bit.
+    """
+    config_path = (run_dir / LINK_CONFIG_DIR / f"{link.name}.json").resolve()
+    config_path.parent.mkdir(parents=True, exist_ok=True)
+    config_path.write_text(real_link_config(link, byte_scale).model_dump_json())
     cmd = [
         sys.executable, "-m", "services.cli", "link",
         "--listen", link.address, "--upstream", link.upstream,
-        "--control", f"{link.host}:{link.control_port}", "--seed", str(seed),
-        # Real bytes are emulated bytes / byte_scale, so the real rate is too (docs/mesh.md §Byte scale).
-        "--rate", f"{spec.rate_bps / scale:.0f}bit", "--queue", f"{max(65536, int(spec.queue_bytes / scale))}",
-        "--delay", f"{spec.delay_s}s",
+        "--control", f"{link.host}:{link.control_port}", "--seed", str(seed), "--config", str(config_path),
     ]
-    if spec.jitter_s:
-        cmd += ["--jitter", f"{spec.jitter_s}s", "--jitter-dist", spec.jitter_dist]
-    if spec.loss:
-        cmd += ["--loss", f"{spec.loss}"]
-    if spec.schedule:
-        cmd += ["--schedule", spec.schedule]
+    if link.spec.schedule:
+        cmd += ["--schedule", link.spec.schedule]
     return cmd
 
 
@@ -134,7 +135,7 @@ def start_mesh(plan: MeshPlan, run_dir: Path, timeout_s: float = 60.0) -> list[S
     started: list[Started] = []
     try:
         for link in plan.links:
-            cmd = kept(link.name, link_command(link, scale, seed), run_dir)
+            cmd = kept(link.name, link_command(link, scale, seed, run_dir), run_dir)
             started.append(Started(link.name, _spawn(link.name, cmd, run_dir),
                                    f"http://{link.host}:{link.control_port}/health", tuple(cmd)))
         for role in START_ORDER:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from services.engine.scheduler import Engine, SequenceHandle
 from services.engine.sequence import Sequence
 from services.rpc import metadata, pb, pb_grpc
+from services.scenario import PddSpec
 from services.types import HandoffMode
 
 CLOSE_ENOUGH = 2  # tokens: about one relay decode step
@@ -42,8 +43,11 @@ async def _pull(relay: pb_grpc.DecodeStub, rid: str, start: int, stop: bool, shi
 
 
 async def take_over_by_kv(relay: pb_grpc.DecodeStub, engine: Engine, request, prompt: list[int], me: str,
-                          wait_transfer) -> HandoffOutcome:
-    """pdd-kvship: stop the relay and receive the KV of its tokens over the WAN instead of recomputing."""
+                          wait_transfer, kv_from: int = 0) -> HandoffOutcome:
+    """pdd-kvship: stop the relay and receive the KV of its tokens over the WAN instead of recomputing.
+
+    `kv_from`, here and in take_over: where the prompt KV that crossed the WAN starts (Sequence.kv_from).
+    """
     started = time.time()
     final = await _pull(relay, request.request_id, 0, stop=True, ship_kv_to=me)
     ids = list(final.tokens)
@@ -53,16 +57,17 @@ async def take_over_by_kv(relay: pb_grpc.DecodeStub, engine: Engine, request, pr
     # The relay computed KV for every id but the last (a generated token's own KV comes with the next step).
     seq = Sequence(request_id=request.request_id, context=prompt + ids, prompt_len=len(prompt),
                    kv_tokens=len(prompt) + len(ids) - 1, generate=request.max_tokens - len(ids),
-                   first_position=len(ids), seed=request.seed)
+                   first_position=len(ids), seed=request.seed, kv_from=kv_from)
     return HandoffOutcome(engine.submit(seq), HandoffMode.ONE_SHOT, 1, len(ids), started)
 
 
-async def take_over(relay: pb_grpc.DecodeStub, engine: Engine, request, prompt: list[int]) -> HandoffOutcome:
+async def take_over(relay: pb_grpc.DecodeStub, engine: Engine, request, prompt: list[int],
+                    spec: PddSpec, kv_from: int = 0) -> HandoffOutcome:
     rid, max_tokens = request.request_id, request.max_tokens
     started = time.time()
     first = await _pull(relay, rid, 0, stop=False)
     ids = list(first.tokens)
-    catch_up = len(ids) > request.catch_up_threshold and first.relay_load < request.busy_relay_load
+    catch_up = len(ids) > spec.catch_up_threshold and first.relay_load < spec.busy_relay_load
     mode = HandoffMode.CATCH_UP if catch_up else HandoffMode.ONE_SHOT
     if first.finished:
         return HandoffOutcome(None, mode, 0, len(ids), started, finished_on_relay=True)
@@ -71,9 +76,9 @@ async def take_over(relay: pb_grpc.DecodeStub, engine: Engine, request, prompt: 
         ids += final.tokens
         if final.finished:
             return HandoffOutcome(None, mode, 0, len(ids), started, finished_on_relay=True)
-        return HandoffOutcome(_submit(engine, request, prompt, ids, hold=False), mode, 1, len(ids), started)
+        return HandoffOutcome(_submit(engine, request, prompt, ids, False, kv_from), mode, 1, len(ids), started)
 
-    handle = _submit(engine, request, prompt, ids, hold=True)
+    handle = _submit(engine, request, prompt, ids, True, kv_from)
     chunks, backlog = 1, len(ids)
     try:
         while True:
@@ -102,11 +107,11 @@ async def take_over(relay: pb_grpc.DecodeStub, engine: Engine, request, prompt: 
         raise
 
 
-def _submit(engine: Engine, request, prompt: list[int], ids: list[int], hold: bool) -> SequenceHandle:
-    """Prompt KV is present (it crossed the WAN); the relay's ids are computed as an extend chunk."""
+def _submit(engine: Engine, request, prompt: list[int], ids: list[int], hold: bool, kv_from: int) -> SequenceHandle:
+    """Prompt KV is present from kv_from on (it crossed the WAN); the relay's ids are computed as an extend chunk."""
     seq = Sequence(request_id=request.request_id, context=prompt + ids, prompt_len=len(prompt),
                    kv_tokens=len(prompt), generate=request.max_tokens - len(ids), first_position=len(ids),
-                   seed=request.seed)
+                   seed=request.seed, kv_from=kv_from)
     handle = engine.submit(seq)
     if hold:
         handle.set_limit(len(ids))  # compute the backlog, produce nothing until caught up

@@ -22,11 +22,11 @@ from services.scenario.plan import MeshPlan, ServicePlan
 from services.kv.shipper import KvRoutes, KvShipper
 from services.main_decode.feed import FeedTable, Route
 from services.main_decode.handoff import take_over, take_over_by_kv
-from services.profiles import load_model
 from services.relay_decode.relay import RelayLedger
 from services.relay_decode.servicer import RelayServicer
 from services.rpc import TOKEN_FEED_METADATA, channel, metadata_value, pb, pb_grpc
 from services.rpc.ids import prompt_of
+from services.types import Mode
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,6 @@ class DecodeService(RelayServicer, pb_grpc.DecodeServicer):
         self.handoffs = {"one-shot": 0, "catch-up": 0}
         self.relay_missing = 0  # requests main decode decoded alone: the relay never had them
         self.shipper = KvShipper(process.plan, process.service.name, kv_routes)  # the relay's KV, pdd-kvship only
-        self.kv_bytes_per_token = load_model(self.scenario.model).kv_bytes_per_token
         self.feeds = FeedTable()
 
     def _relay_stub(self, name: str) -> pb_grpc.DecodeStub:
@@ -73,8 +72,10 @@ class DecodeService(RelayServicer, pb_grpc.DecodeServicer):
 
     async def CacheLookup(self, request, context):
         ids = await prompt_of(request, context)
-        engine, hit = self.process.best_prefix(ids, self.process.prompt_hashes(request.prompt_ids, ids))
-        return pb.CacheLookupReply(hit_tokens=hit, instance=self.process.instance_name(engine), load=self.process.load())
+        # The instance a Generate would take, by the same rule, and what it holds: the transfer is sized on it.
+        choice = self.process.pool.choose(self.process.prompt_hashes(request.prompt_ids, ids))
+        return pb.CacheLookupReply(hit_tokens=min(choice.cached_tokens, len(ids)),
+                                   instance=self.process.instance_name(choice.engine), load=self.process.load())
 
     async def _submit(self, engine, seq: Sequence, context):
         try:
@@ -106,7 +107,10 @@ class DecodeService(RelayServicer, pb_grpc.DecodeServicer):
         if self.process.draining:
             await context.abort(grpc.StatusCode.UNAVAILABLE, f"{self.process.service.name} is draining")
         hashes = self.process.prompt_hashes(request.prompt_ids, ids)
-        engine = self.process.pool.choose(hashes).engine
+        try:
+            engine = self.process.instance(request.instance, hashes)
+        except KeyError as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         stats = pb.GenerateStats(instance=self.process.instance_name(engine))
         if not request.expect_transfer:
             handle = await self._submit(engine, Sequence(request_id=rid, context=prompt, prompt_len=len(prompt),
@@ -118,7 +122,7 @@ class DecodeService(RelayServicer, pb_grpc.DecodeServicer):
         if request.relay:
             self.relay.expect(rid)
         try:
-            transfer = await self.transfers.wait(rid, request.transfer_deadline_s or self.scenario.transfer_timeout_s)
+            transfer = await self.transfers.wait(rid, self.scenario.transfer_timeout_s)
         except BaseException as exc:
             self.relay.settle(rid)
             if isinstance(exc, TransferFailed):
@@ -128,10 +132,10 @@ class DecodeService(RelayServicer, pb_grpc.DecodeServicer):
             self.transfers.discard(rid)
         stats.kv_transfer_s, stats.kv_arrived_unix = transfer.seconds, transfer.finished_at
         stats.kv_real_bytes, stats.kv_emulated_bytes = transfer.real_bytes, transfer.emulated_bytes
-        stats.hit_tokens = len(prompt) - transfer.num_tokens
+        stats.hit_tokens = kv_from = len(prompt) - transfer.num_tokens  # the sender's view of our cache
         if request.handoff_from:
             async for event in self._take_over(request, prompt, engine, stats, context, sink, transfer.first_token,
-                                               hashes):
+                                               hashes, kv_from):
                 yield event
             return
         yield TokenEvent(0, transfer.first_token, 0.0)
@@ -144,28 +148,29 @@ class DecodeService(RelayServicer, pb_grpc.DecodeServicer):
             return
         seq = Sequence(request_id=rid, context=prompt + [transfer.first_token], prompt_len=len(prompt),
                        kv_tokens=len(prompt), generate=request.max_tokens - 1, first_position=1, seed=request.seed,
-                       block_hashes=hashes)
+                       block_hashes=hashes, kv_from=kv_from)
         try:
             handle = await self._submit(engine, seq, context)
         except BaseException:
             self.relay.settle(rid)
             raise
         if request.relay:
-            self.relay.add(rid, handle, transfer.first_token, request.max_tokens, request.relay_cap)
+            self.relay.add(rid, handle, transfer.first_token, request.max_tokens, self.scenario.pdd.relay_cap)
         try:
             async for event in self._stream(handle, stats, hit_from_engine=False, relayed=request.relay, sink=sink):
                 yield event
         finally:
             self.relay.remove(rid)
 
-    async def _take_over(self, request, prompt, engine, stats, context, sink, first_token: int, hashes):
+    async def _take_over(self, request, prompt, engine, stats, context, sink, first_token: int, hashes,
+                         kv_from: int):
         relay = self._relay_stub(request.handoff_from)
         try:
-            if request.kv_ship:
+            if self.scenario.mode is Mode.PDD_KVSHIP:
                 outcome = await take_over_by_kv(relay, engine, request, prompt, self.process.service.name,
-                                                self._wait_handoff_kv)
+                                                self._wait_handoff_kv, kv_from)
             else:
-                outcome = await take_over(relay, engine, request, prompt)
+                outcome = await take_over(relay, engine, request, prompt, self.scenario.pdd, kv_from)
         except TransferFailed as exc:
             await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
         except grpc.aio.AioRpcError as exc:
@@ -173,7 +178,7 @@ class DecodeService(RelayServicer, pb_grpc.DecodeServicer):
                 # The relay never decoded it (its own transfer missed the deadline): this KV is the only
                 # one, so decode the whole request here, from prefill's token on.
                 async for event in self._decode_alone(request, prompt, engine, stats, context, sink, first_token,
-                                                      hashes):
+                                                      hashes, kv_from):
                     yield event
                 return
             await context.abort(grpc.StatusCode.UNAVAILABLE, f"handoff from {request.handoff_from} failed: "
@@ -196,7 +201,8 @@ class DecodeService(RelayServicer, pb_grpc.DecodeServicer):
         async for event in self._stream(outcome.handle, stats, hit_from_engine=False, sink=timed):
             yield event
 
-    async def _decode_alone(self, request, prompt, engine, stats, context, sink, first_token: int, hashes):
+    async def _decode_alone(self, request, prompt, engine, stats, context, sink, first_token: int, hashes,
+                            kv_from: int):
         self.relay_missing += 1
         stats.handed_off_at = 0
         yield TokenEvent(0, first_token, 0.0)
@@ -205,7 +211,7 @@ class DecodeService(RelayServicer, pb_grpc.DecodeServicer):
             return
         seq = Sequence(request_id=request.request_id, context=prompt + [first_token], prompt_len=len(prompt),
                        kv_tokens=len(prompt), generate=request.max_tokens - 1, first_position=1, seed=request.seed,
-                       block_hashes=hashes)
+                       block_hashes=hashes, kv_from=kv_from)
         async for event in self._stream(await self._submit(engine, seq, context), stats, hit_from_engine=False,
                                         sink=sink):
             yield event

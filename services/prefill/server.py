@@ -60,9 +60,8 @@ class PrefillService(pb_grpc.PrefillServicer):
         shipped = []
         try:
             for index, (target, hit) in enumerate(targets):
-                shipped.append(await self.shipper.ship(
-                    rid, target, max(0, len(prompt) - hit), request.kv_bytes_per_token, request.byte_scale,
-                    first_token=first_token, first_index=hit, cancellable=index == 0))
+                shipped.append(await self.shipper.ship(rid, target, max(0, len(prompt) - hit), first_token=first_token,
+                                                       first_index=hit, cancellable=index == 0))
         except ShipRefused as exc:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
         stats = handle.stats

@@ -24,8 +24,7 @@ class RelayServicer:
             await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, f"{request.request_id}: relay did not reach its cut")
         if request.ship_kv_to and stopped and not finished:
             try:  # pdd-kvship: the KV of every relay token but the last crosses the WAN
-                await self.shipper.ship(f"{request.request_id}/handoff", request.ship_kv_to, max(0, end - 1),
-                                        self.kv_bytes_per_token, self.scenario.byte_scale)
+                await self.shipper.ship(f"{request.request_id}/handoff", request.ship_kv_to, max(0, end - 1))
             except (ShipRefused, KeyError, grpc.aio.AioRpcError) as exc:
                 await context.abort(grpc.StatusCode.UNAVAILABLE, f"shipping the relay's KV failed: {exc}")
         return pb.HandoffReply(tokens=ids, end_position=end, stopped=stopped, finished=finished,

@@ -18,6 +18,7 @@ from typing import AsyncIterator
 from services.scenario.plan import ServicePlan
 from services.router.api import ApiError
 from services.router.pipelines import Finished, Job, Peers, Token, run_p_d
+from services.router.stats import PolicyNote
 from services.types import Degraded, Mode, Pipeline
 
 
@@ -35,8 +36,10 @@ async def relay_alone(peers: Peers, job: Job, mode: Mode, relay: ServicePlan | N
             if isinstance(item, Token):
                 yield item
                 continue
-            item.pdd.update(fallback=True, degraded=Degraded.MAIN_DECODE_DOWN.value, rld_tokens=item.pdd["md_tokens"], md_tokens=0)
-            item.pdd["policy"] = {"estimate_s": None, "reason": "main decode unreachable"}
+            stats = item.stats
+            stats.fallback, stats.degraded = True, Degraded.MAIN_DECODE_DOWN.value
+            stats.rld_tokens, stats.md_tokens = stats.md_tokens, 0  # the relay decoded it all
+            stats.policy = PolicyNote(None, "main decode unreachable")
             yield item
     finally:
         dispatches[relay.name] -= 1

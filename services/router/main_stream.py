@@ -18,6 +18,7 @@ import grpc
 from services.router.api import ApiError
 from services.router.feed import DecodeStream, Token
 from services.router.pipelines import Job, map_rpc_error
+from services.router.stats import HandoffStats, PddStats
 
 
 class MainStream:
@@ -35,7 +36,7 @@ class MainStream:
             # Main decode is gone before taking over: the relay finishes the request instead.
             self._fallback_task = asyncio.ensure_future(self._fall_back())
 
-    async def tokens(self, stats: dict, job: Job, cut: int) -> AsyncIterator[Token]:
+    async def tokens(self, stats: PddStats, job: Job, cut: int) -> AsyncIterator[Token]:
         """Main decode's stream after the cut: tokens from position `cut` on (its stats go into `stats`)."""
         try:
             event = await self._first
@@ -44,7 +45,7 @@ class MainStream:
                     if event.position < cut:
                         raise ApiError(502, f"main decode produced position {event.position} before the cut {cut}",
                                        kind="upstream_error")
-                    stats["md_tokens"] += 1
+                    stats.md_tokens += 1
                     yield event
                 else:
                     _handoff_stats(event, stats, job)
@@ -68,9 +69,8 @@ class MainStream:
             await self._events.aclose()
 
 
-def _handoff_stats(s, stats: dict, job: Job) -> None:
-    stats["kv_transfer_s"] = s.kv_transfer_s
+def _handoff_stats(s, stats: PddStats, job: Job) -> None:
+    stats.kv_transfer_s = s.kv_transfer_s
     job.timeline["kv_arrived"] = s.kv_arrived_unix
     job.timeline["handoff_started"] = s.handoff_started_unix
-    stats["handoff"] = {"mode": s.handoff_mode, "chunks": s.handoff_chunks, "stall_s": round(s.handoff_stall_s, 6),
-                        "cut": s.handed_off_at}
+    stats.handoff = HandoffStats(s.handoff_mode, s.handoff_chunks, round(s.handoff_stall_s, 6), s.handed_off_at)

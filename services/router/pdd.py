@@ -27,6 +27,7 @@ from services.router.pipelines import (
     start_prefill,
 )
 from services.router.policy import PipelinePolicy
+from services.router.stats import PolicyNote
 from services.rpc import metadata, pb
 from services.scenario.sizing import instance_sizing
 from services.types import Degraded, Mode, Pipeline, Role
@@ -43,6 +44,7 @@ async def _lookup_relay(peers: Peers, job: Job):
     except grpc.aio.AioRpcError:
         return None, 0, None  # an unreachable relay: the policy routes P-MD
     relay, reply = min(zip(relays, replies), key=lambda rr: _relay_load(peers, rr[0], rr[1].load))
+    job.instances[relay.name] = reply.instance
     return relay, reply.hit_tokens, reply.load
 
 
@@ -122,9 +124,9 @@ async def pdd(peers: Peers, job: Job, mode: Mode) -> AsyncIterator[Token | Finis
             if not arrived and type(item) is Token and choice.pipeline is Pipeline.P_MD:
                 arrive()  # main decode releases token 0 only once its KV is whole
             elif isinstance(item, Finished):
-                item.pdd["policy"] = {"estimate_s": round(choice.estimate_s, 4), "reason": choice.reason}
-                if item.pdd["kv_transfer_s"] and not item.pdd["singular"]:
-                    policy.observe(missing, item.pdd["kv_transfer_s"], queued_at_send)
+                item.stats.policy = PolicyNote(round(choice.estimate_s, 4), choice.reason)
+                if item.stats.kv_transfer_s and not item.stats.singular:
+                    policy.observe(missing, item.stats.kv_transfer_s, queued_at_send)
             yield item
     finally:
         arrive()
@@ -134,20 +136,19 @@ async def pdd(peers: Peers, job: Job, mode: Mode) -> AsyncIterator[Token | Finis
 
 async def _relay_then_main(peers: Peers, job: Job, mode: Mode, md, md_hit: int, relay, relay_hit: int,
                            arrive: Callable[[], None], slot: RelaySlot):
-    scenario, spec = peers.plan.scenario, peers.plan.scenario.pdd
     stats = base_stats(mode, Pipeline.P_RLD_MD)
-    stats["decode_hit_tokens"] = md_hit
+    stats.decode_hit_tokens = md_hit
     base = dict(request_id=job.request_id, prompt_ids=job.prompt.packed, max_tokens=job.max_tokens, seed=job.seed,
-                expect_transfer=True, transfer_deadline_s=scenario.transfer_timeout_s)
-    md_call = peers.generate(md.name, pb.GenerateRequest(
-        **base, handoff_from=relay.name, catch_up_threshold=spec.catch_up_threshold,
-        busy_relay_load=spec.busy_relay_load, kv_ship=mode is Mode.PDD_KVSHIP))
-    relay_call = peers.generate(relay.name, pb.GenerateRequest(**base, relay=True, relay_cap=spec.relay_cap))
+                expect_transfer=True)
+    md_call = peers.generate(md.name, pb.GenerateRequest(**base, handoff_from=relay.name,
+                                                         instance=job.instances.get(md.name, "")))
+    relay_call = peers.generate(relay.name, pb.GenerateRequest(**base, relay=True,
+                                                               instance=job.instances.get(relay.name, "")))
     prefill, prefill_call = start_prefill(peers, job, md.name, md_hit, relay.name, relay_hit)
     cancel_on_failure(prefill_call, md_call, relay_call)
 
     async def fall_back() -> None:
-        stats["fallback"] = True
+        stats.fallback = True
         try:
             await peers.decode[relay.name].SetLimit(pb.LimitRequest(request_id=job.request_id, limit=-1),
                                                     timeout=5.0, metadata=metadata(job.request_id))
@@ -163,7 +164,7 @@ async def _relay_then_main(peers: Peers, job: Job, mode: Mode, md, md_hit: int, 
                 if type(event) is Token:
                     if "first_token" not in job.timeline:
                         job.mark("first_token")
-                    stats["rld_tokens"] += 1
+                    stats.rld_tokens += 1
                     yield event
                     continue
                 relay_stats = event
@@ -173,20 +174,20 @@ async def _relay_then_main(peers: Peers, job: Job, mode: Mode, md, md_hit: int, 
                 cut = relay_stats.handed_off_at
                 main.handed_off = True
         except grpc.aio.AioRpcError as relay_failure:
-            if stats["rld_tokens"] or prefill_call.done() and prefill_call.exception() is not None:
+            if stats.rld_tokens or prefill_call.done() and prefill_call.exception() is not None:
                 raise
             # The relay never got its KV in time, but main decode may hold its own: it then decodes the
             # whole request (its handoff finds nothing at the relay), and the client sees it from token 0.
-            stats["degraded"], cut = Degraded.RELAY_TRANSFER_LATE.value, 0
-            stats["relay_error"] = relay_failure.details() or relay_failure.code().name
+            stats.degraded, cut = Degraded.RELAY_TRANSFER_LATE.value, 0
+            stats.relay_error = relay_failure.details() or relay_failure.code().name
             main.handed_off = True
         slot.release()  # the relay's part is over: handed off, or finished there
         arrive()  # handed off: main decode had its KV; finished on the relay: the transfer stops now
         if cut is None:  # the relay produced the last token: singular traffic (or the fallback below)
             md_call.cancel()
-            stats["pipeline"] = Pipeline.P_RLD.value if not stats["fallback"] else stats["pipeline"]
-            stats["singular"] = not stats["fallback"]
-            stats["wan_transfer_cancelled"] = await _stop_wan_transfer(peers, prefill, job)
+            stats.pipeline = Pipeline.P_RLD.value if not stats.fallback else stats.pipeline
+            stats.singular = not stats.fallback
+            stats.wan_transfer_cancelled = await _stop_wan_transfer(peers, prefill, job)
         else:
             job.timeline["handoff_done"] = time.time()  # the client stream switches to main decode here
             async for token in main.tokens(stats, job, cut):
@@ -204,13 +205,13 @@ async def _relay_then_main(peers: Peers, job: Job, mode: Mode, md, md_hit: int, 
             prefill_call.cancel()
         elif not ended and not prefill_call.cancelled() and prefill_call.exception() is None:
             peers.abandon_transfer(prefill, job)  # the WAN transfer to main decode may still be running
-    stats["prefill_hit_tokens"] = reply.hit_tokens
-    stats["queued_s"] = reply.queued_s  # vLLM's queue time is the wait before prefill
-    stats["degraded"] = stats["degraded"] or prefill.degraded
-    stats["wan_bytes"] = reply.kv_bytes_emulated if not stats["singular"] else stats["wan_bytes"]
+    stats.prefill_hit_tokens = reply.hit_tokens
+    stats.queued_s = reply.queued_s  # vLLM's queue time is the wait before prefill
+    stats.degraded = stats.degraded or prefill.degraded
+    stats.wan_bytes = reply.kv_bytes_emulated if not stats.singular else stats.wan_bytes
     job.timeline["prefill_done"] = reply.prefill_done_unix
     job.mark("finished")
-    stats["timeline"] = job.timeline
+    stats.timeline = job.timeline
     yield Finished(stats)
 
 

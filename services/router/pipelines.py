@@ -21,13 +21,19 @@ from services.router.api import ApiError
 from services.router.feed import DecodeStream, Token, TokenFeed
 from services.router.intake import PromptIds
 from services.router.prefill_target import PrefillTarget, prefill_any
+from services.router.stats import PddStats
 from services.rpc import pb, pb_grpc, channel, metadata
 from services.types import Mode, Pipeline, Role
 
 
 @dataclass
 class Finished:
-    pdd: dict[str, Any]
+    stats: PddStats
+
+    @property
+    def pdd(self) -> dict[str, Any]:
+        """The response's `pdd` object (docs/mesh.md)."""
+        return self.stats.as_json()
 
 
 @dataclass
@@ -38,6 +44,8 @@ class Job:
     seed: int
     received_unix: float
     timeline: dict[str, float] = field(default_factory=dict)
+    # The instance each looked-up decode service named: its cache sized the transfer, so it decodes.
+    instances: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not isinstance(self.prompt, PromptIds):
@@ -121,13 +129,12 @@ class Peers:
         if not answered:
             raise map_rpc_error(replies[0], f"cache lookup at {candidates[0].name}")
         best = max(answered, key=lambda cr: (cr[1].hit_tokens, -cr[1].load))
+        job.instances[best[0].name] = best[1].instance
         return best[0], best[1].hit_tokens
 
 
-def base_stats(mode: Mode, pipeline: Pipeline) -> dict[str, Any]:
-    return {"mode": mode.value, "pipeline": pipeline.value, "prefill_hit_tokens": 0, "decode_hit_tokens": 0,
-            "wan_bytes": 0, "kv_transfer_s": 0.0, "rld_tokens": 0, "md_tokens": 0, "handoff": None,
-            "singular": False, "fallback": False, "queued_s": 0.0, "degraded": None, "timeline": {}}
+def base_stats(mode: Mode, pipeline: Pipeline) -> PddStats:
+    return PddStats(mode=mode.value, pipeline=pipeline.value)
 
 
 def map_rpc_error(exc: grpc.aio.AioRpcError, stage: str) -> ApiError:
@@ -139,46 +146,46 @@ def map_rpc_error(exc: grpc.aio.AioRpcError, stage: str) -> ApiError:
     return ApiError(status, f"{stage} failed: {exc.details() or code.name}", kind="upstream_error", code=code.name)
 
 
-async def stream_decode(stream: DecodeStream, job: Job, stats: dict[str, Any], count_as: str) -> AsyncIterator[Token]:
+async def stream_decode(stream: DecodeStream, job: Job, stats: PddStats) -> AsyncIterator[Token]:
+    """A decode stream's tokens, counted as main (or only) decode's; its final stats go into `stats`."""
     async for item in stream:
         if type(item) is Token:
             if "first_token" not in job.timeline:
                 job.mark("first_token")
-            stats[count_as] += 1
+            stats.md_tokens += 1
             yield item
         else:
             s = item
-            stats["decode_hit_tokens"] = s.hit_tokens
-            stats["queued_s"] = s.queued_s  # colocated: the only queue; after a prefill its queue time replaces it
-            stats["kv_transfer_s"] = s.kv_transfer_s
+            stats.decode_hit_tokens = s.hit_tokens
+            stats.queued_s = s.queued_s  # colocated: the only queue; after a prefill its queue time replaces it
+            stats.kv_transfer_s = s.kv_transfer_s
             if s.kv_arrived_unix:
                 job.timeline["kv_arrived"] = s.kv_arrived_unix
-            stats["decode_instance"] = s.instance
+            stats.decode_instance = s.instance
 
 
 async def colocated(peers: Peers, job: Job, mode: Mode) -> AsyncIterator[Token | Finished]:
     service, hit = await peers.best_decode(job, (Role.COLOCATED,))
     stats = base_stats(mode, Pipeline.COLOCATED)
     request = pb.GenerateRequest(request_id=job.request_id, prompt_ids=job.prompt.packed,
-                                 max_tokens=job.max_tokens, seed=job.seed, expect_transfer=False)
+                                 max_tokens=job.max_tokens, seed=job.seed, expect_transfer=False,
+                                 instance=job.instances.get(service.name, ""))
     try:
-        async for token in stream_decode(peers.generate(service.name, request), job, stats, "md_tokens"):
+        async for token in stream_decode(peers.generate(service.name, request), job, stats):
             yield token
     except grpc.aio.AioRpcError as exc:
         raise map_rpc_error(exc, "generation") from exc
-    stats["prefill_hit_tokens"] = stats["decode_hit_tokens"]
+    stats.prefill_hit_tokens = stats.decode_hit_tokens
     job.mark("finished")
-    stats["timeline"] = job.timeline
+    stats.timeline = job.timeline
     yield Finished(stats)
 
 
 def start_prefill(peers: Peers, job: Job, target: str, hit: int, secondary: str = "",
                   secondary_hit: int = 0) -> tuple[PrefillTarget, asyncio.Future]:
-    plan = peers.plan
     request = pb.PrefillRequest(
         request_id=job.request_id, prompt_ids=job.prompt.packed, seed=job.seed, kv_target=target,
-        receiver_hit_tokens=hit, kv_bytes_per_token=peers.kv_bytes_per_token, byte_scale=plan.scenario.byte_scale,
-        kv_target_secondary=secondary, secondary_hit_tokens=secondary_hit)
+        receiver_hit_tokens=hit, kv_target_secondary=secondary, secondary_hit_tokens=secondary_hit)
     job.mark("prefill_sent")
     prefill = PrefillTarget(peers.pick_prefill())
     return prefill, asyncio.ensure_future(prefill_any(peers, request, job, prefill))
@@ -220,16 +227,15 @@ async def run_p_d(peers: Peers, job: Job, mode: Mode, decode: ServicePlan | None
     """
     if decode is None:
         decode, hit = await peers.best_decode(job, (Role.DECODE,))
-    scenario = peers.plan.scenario
     stats = base_stats(mode, pipeline)
     gen = peers.generate(decode.name, pb.GenerateRequest(
         request_id=job.request_id, prompt_ids=job.prompt.packed, max_tokens=job.max_tokens, seed=job.seed,
-        expect_transfer=True, transfer_deadline_s=scenario.transfer_timeout_s))
+        expect_transfer=True, instance=job.instances.get(decode.name, "")))
     prefill, prefill_call = start_prefill(peers, job, decode.name, hit)
     cancel_on_failure(prefill_call, gen)
     landed = False
     try:
-        async for token in stream_decode(gen, job, stats, "md_tokens"):
+        async for token in stream_decode(gen, job, stats):
             yield token
         reply = await prefill_call
         landed = True
@@ -241,14 +247,14 @@ async def run_p_d(peers: Peers, job: Job, mode: Mode, decode: ServicePlan | None
             prefill_call.cancel()
         elif not landed and not prefill_call.cancelled() and prefill_call.exception() is None:
             peers.abandon_transfer(prefill, job)
-    stats["prefill_hit_tokens"] = reply.hit_tokens
-    stats["queued_s"] = reply.queued_s  # vLLM's queue time is the wait before prefill
-    stats["degraded"] = prefill.degraded
+    stats.prefill_hit_tokens = reply.hit_tokens
+    stats.queued_s = reply.queued_s  # vLLM's queue time is the wait before prefill
+    stats.degraded = prefill.degraded
     job.timeline["prefill_done"] = reply.prefill_done_unix
     if peers.plan.link(prefill.name, decode.name).kind == "wan":
-        stats["wan_bytes"] = reply.kv_bytes_emulated
+        stats.wan_bytes = reply.kv_bytes_emulated
     job.mark("finished")
-    stats["timeline"] = job.timeline
+    stats.timeline = job.timeline
     yield Finished(stats)
 
 

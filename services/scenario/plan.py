@@ -14,12 +14,10 @@ from typing import Callable
 
 from pydantic import BaseModel, ConfigDict
 
-from netem.config import LinkConfig
 from services.scenario import LinkSpec, PoolSpec, Scenario
 from services.types import Mode, Role
 
 KV_RECEIVERS = (Role.DECODE, Role.MAIN_DECODE, Role.RELAY_DECODE)
-MIN_QUEUE_BYTES = 65536
 
 
 class ServicePlan(BaseModel):
@@ -114,6 +112,27 @@ def router_dc(scenario: Scenario) -> str:
     return entry[0].dc
 
 
+def control_routes(services: list[ServicePlan] | tuple[ServicePlan, ...]) -> list[tuple[str, ServicePlan]]:
+    """(a caller's datacenter, a gRPC server in another one): every route gRPC takes across the WAN.
+
+    MeshPlan.grpc_address picks the link of such a route for any caller across datacenters: the
+    router and prefill reaching main decode, main decode reaching the relay for handoffs, the relay
+    announcing kvship transfers to main decode.
+    """
+    dcs = sorted({s.dc for s in services})
+    return [(dc, target) for dc in dcs for target in services if target.grpc_port and target.dc != dc]
+
+
+def control_spec(wan: LinkSpec) -> LinkSpec:
+    """The WAN as gRPC sees it: its delay, jitter and loss; its line rate without byte_scale.
+
+    Control messages are sent at their real size, not divided by byte_scale, so they ride the
+    WAN's emulated rate as is (services/scenario/link_config.py) and, being small, cost only the
+    propagation the study cares about. A schedule is the KV link's alone.
+    """
+    return wan.model_copy(update={"schedule": None})
+
+
 def kv_paths(scenario: Scenario) -> list[tuple[PoolSpec, PoolSpec]]:
     """Every (sender, receiver) pair of pools that KV bytes travel between."""
     senders = scenario.pools_with(Role.PREFILL)
@@ -125,7 +144,8 @@ def kv_paths(scenario: Scenario) -> list[tuple[PoolSpec, PoolSpec]]:
 
 
 def plan_mesh(scenario: Scenario, host: str, port: Callable[[], int], router_port: int = 0) -> MeshPlan:
-    """The mesh of a scenario: a router, one service per pool, one KV link per sender/receiver pair.
+    """The mesh of a scenario: a router, one service per pool, one KV link per sender/receiver pair, one
+    control link per gRPC route between datacenters.
 
     `port()` gives each listening port: free ones on this machine (services/launcher/plan.py), or
     placeholders where nothing listens (a simulation, services/simulate/).
@@ -147,19 +167,11 @@ def plan_mesh(scenario: Scenario, host: str, port: Callable[[], int], router_por
             listen_port=port(), control_port=port(),
             upstream_port=by_name[dst.name].kv_port, spec=scenario.link_between(src, dst),
         ))
+    # gRPC between datacenters crosses the WAN too, as in compose: lookups, Generate and its token
+    # feed, announces and handoffs pay the round trip (docs/mesh.md §Topology).
+    for dc, target in control_routes(services):
+        links.append(LinkPlan(
+            name=f"{dc}-to-{target.name}-grpc", src=dc, dst=target.name, kind="wan", purpose="control", host=host,
+            listen_port=port(), control_port=port(), upstream_port=target.grpc_port, spec=control_spec(scenario.wan),
+        ))
     return MeshPlan(scenario=scenario, services=tuple(services), links=tuple(links))
-
-
-def link_config(link: LinkPlan, byte_scale: float) -> LinkConfig:
-    """The netem config of a planned link, in real units.
-
-    KV links carry emulated bytes / byte_scale, so their rate and queue are divided
-    by the same factor (docs/mesh.md §Byte scale); control links carry gRPC at its
-    real size, so they keep the emulated rate and queue as they are.
-    """
-    spec = link.spec
-    scale = byte_scale if link.purpose == "kv" else 1.0
-    return LinkConfig.symmetric(
-        delay=spec.delay_s, jitter=spec.jitter_s, jitter_dist=spec.jitter_dist, loss=spec.loss,
-        rate=spec.rate_bps / scale, queue=max(MIN_QUEUE_BYTES, int(spec.queue_bytes / scale)),
-    )

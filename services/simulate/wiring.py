@@ -25,7 +25,8 @@ from services.prefill.server import PrefillService
 from services.router.pipelines import Peers
 from services.router.server import Router
 from services.scenario import Scenario
-from services.scenario.plan import LinkPlan, MeshPlan, link_config, plan_mesh
+from services.scenario.link_config import real_link_config
+from services.scenario.plan import LinkPlan, MeshPlan, plan_mesh
 from services.simulate.inproc import InprocStub
 from services.simulate.kvlink import VirtualKvSender
 from services.types import Role
@@ -62,7 +63,7 @@ class SimulatedMesh:
         self.plan = plan
         scenario = plan.scenario
         # The mesh's links draw from the scenario's seed (services/launcher/processes.py, `--seed`).
-        self.links = {link.name: VirtualLink(link_config(link, scenario.byte_scale), seed=scenario.seed)
+        self.links = {link.name: VirtualLink(real_link_config(link, scenario.byte_scale), seed=scenario.seed)
                       for link in plan.links if link.purpose == "kv"}
         self.processes: dict[str, RoleProcess] = {}
         self.servicers: dict[str, Any] = {}

@@ -102,7 +102,7 @@ async def test_chaos_speaks_emulated_units_and_partitions_every_wan_link(tmp_pat
     finally:
         await host.stop()
     monkeypatch.setenv("PDD_EMU_LINK_TOKEN", "wrong")
-    assert main(["compose", "chaos", "--plan", str(path), "heal"]) == 1  # unreachable now: reported, exit 1
+    assert await asyncio.to_thread(main, ["compose", "chaos", "--plan", str(path), "heal"]) == 1  # unreachable now: reported, exit 1
 
 
 def test_netem_falls_back_with_one_line_when_the_kernel_cannot_do_the_wan(tmp_path):

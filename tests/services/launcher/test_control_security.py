@@ -39,11 +39,11 @@ def _call(url: str, method: str = "GET", token: str | None = None, body: bytes |
 
 
 @pytest.mark.parametrize("preset", ["pdd-mini", "pd-cross-mini"])
-def test_the_launcher_binds_every_link_control_api_to_loopback(preset):
+def test_the_launcher_binds_every_link_control_api_to_loopback(preset, tmp_path):
     plan = build_plan(load_scenario(preset))
     for link in plan.links:
         assert ipaddress.ip_address(link.host).is_loopback
-        cmd = link_command(link, plan.scenario.byte_scale, plan.scenario.seed)
+        cmd = link_command(link, plan.scenario.byte_scale, plan.scenario.seed, tmp_path)
         control = cmd[cmd.index("--control") + 1]
         assert ipaddress.ip_address(control.rsplit(":", 1)[0]).is_loopback
         assert "--control-token" not in cmd  # loopback needs none

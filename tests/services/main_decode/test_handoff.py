@@ -7,6 +7,7 @@ from types import SimpleNamespace
 from services.engine.scheduler import Engine, EngineConfig
 from services.main_decode.handoff import take_over
 from services.rpc import pb
+from services.scenario import PddSpec
 from services.types import HandoffMode
 from tests.services.engine.conftest import VOCAB, RecordingClock, prompt
 
@@ -33,8 +34,9 @@ async def test_catch_up_ends_when_the_backlog_stops_shrinking():
     await engine.start()
     try:
         relay = RunningRelay(start=100, per_pull=5)  # every round leaves 5 new tokens: never within 2
-        request = SimpleNamespace(request_id="r", max_tokens=600, seed=0, catch_up_threshold=64, busy_relay_load=0.5)
-        outcome = await take_over(relay, engine, request, prompt(256))
+        request = SimpleNamespace(request_id="r", max_tokens=600, seed=0)
+        spec = PddSpec(catch_up_threshold=64, busy_relay_load=0.5)
+        outcome = await take_over(relay, engine, request, prompt(256), spec)
         assert outcome.mode is HandoffMode.CATCH_UP
         assert relay.pulls <= 5 and outcome.cut == relay.stopped_at < 130  # the relay did not run on to its cap
         outcome.handle.cancel()

@@ -14,6 +14,7 @@ from services.router.pipelines import Job, Peers, raise_pipeline_error
 from services.router.prefill_target import PrefillTarget, prefill_any
 from services.scenario import load_scenario
 from services.types import Role
+from services.rpc import pb
 from services.scenario.sizing import instance_sizing
 
 
@@ -25,7 +26,7 @@ class _Lookup:
         if self.hit is None:
             raise grpc.aio.AioRpcError(grpc.StatusCode.UNAVAILABLE, grpc.aio.Metadata(), grpc.aio.Metadata(),
                                        details="failed to connect to all addresses")
-        return type("Reply", (), {"hit_tokens": self.hit, "load": self.load})()
+        return pb.CacheLookupReply(hit_tokens=self.hit, load=self.load, instance="decode-0")
 
 
 def _peers(preset: str, **decode) -> Peers:

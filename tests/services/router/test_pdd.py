@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+from services.rpc import pb
 from services.launcher.plan import build_plan
 from services.router import pdd as pdd_module
 from services.router.pipelines import Job, Peers
@@ -23,7 +24,7 @@ class _Relay:
         if self.asked == self.burst:
             self.everyone.set()
         await asyncio.wait_for(self.everyone.wait(), 5.0)
-        return type("Reply", (), {"hit_tokens": 0, "load": 0.0})()
+        return pb.CacheLookupReply(hit_tokens=0, load=0.0, instance="relay-decode-0")
 
 
 async def test_a_burst_that_looked_the_relay_up_together_does_not_overfill_it(monkeypatch):
