@@ -23,9 +23,10 @@ from services.router.api import ApiError
 from services.router.degraded import relay_alone
 from services.router.main_stream import MainStream
 from services.router.pipelines import (
-    Finished, Job, Peers, Token, base_stats, cancel_on_failure, raise_pipeline_error, run_p_d,
+    Finished, Job, Peers, Token, base_stats, cancel_on_failure, prefill_here, raise_pipeline_error, run_p_d,
     start_prefill,
 )
+from services.router.prefill_target import no_prefill_reachable
 from services.router.policy import PipelinePolicy
 from services.rpc import metadata, pb
 from services.scenario.sizing import instance_sizing
@@ -194,7 +195,8 @@ async def _relay_then_main(peers: Peers, job: Job, mode: Mode, md, md_hit: int, 
         reply = await prefill_call
         ended = True
     except (grpc.aio.AioRpcError, asyncio.CancelledError) as exc:
-        raise_pipeline_error(exc, prefill_call, "relay decode")
+        if stats["rld_tokens"] or stats["md_tokens"] or not no_prefill_reachable(prefill_call, exc):
+            raise_pipeline_error(exc, prefill_call, "relay decode")
     finally:
         slot.release()
         md_call.cancel()
@@ -204,6 +206,10 @@ async def _relay_then_main(peers: Peers, job: Job, mode: Mode, md, md_hit: int, 
             prefill_call.cancel()
         elif not ended and not prefill_call.cancelled() and prefill_call.exception() is None:
             peers.abandon_transfer(prefill, job)  # the WAN transfer to main decode may still be running
+    if not ended:  # no prefill pool answered and nothing was sent yet: main decode prefills it itself
+        async for item in prefill_here(peers, job, mode, md, Degraded.NO_PREFILL.value):
+            yield item
+        return
     stats["prefill_hit_tokens"] = reply.hit_tokens
     stats["queued_s"] = reply.queued_s  # vLLM's queue time is the wait before prefill
     stats["degraded"] = stats["degraded"] or prefill.degraded
