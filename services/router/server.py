@@ -29,6 +29,7 @@ from services.router.api import (
 from services.router.choices import Choice
 from services.router.errors import json_errors
 from services.router.fanout import plan_jobs
+from services.router.fanout_stream import stream_choices
 from services.router.intake import PromptIds, checked_ids
 from services.router.metrics import RouterMetrics
 from services.router.pipelines import Finished, Job, Peers, Token, pipeline_for
@@ -93,6 +94,23 @@ class Router:
         finally:
             (self.metrics.running if expected else self.metrics.waiting).dec()
 
+    def hung_up(self, request_id: str, tokens: int) -> None:
+        """The client closed its connection before its answer was whole, streamed or not.
+
+        aiohttp cancels the handler when the connection closes; leaving the pipeline cancels every stage's
+        call in the pipelines' finally blocks, which frees the engines' slots and KV and stops the
+        transfers. Expected, so one INFO line and no traceback.
+        """
+        self.cancelled += 1
+        self.metrics.errors.labels("client_closed").inc()
+        log.info("request %s cancelled: the client hung up after %d tokens", request_id, tokens)
+
+    def failed_with(self, request_id: str, error: ApiError) -> None:
+        """A request that ends with an explicit error, before its answer began or as its last SSE event."""
+        self.failed += 1
+        self.metrics.errors.labels(str(error.status)).inc()
+        log.warning("request %s failed: %s", request_id, error.message)
+
     def stats(self) -> dict[str, Any]:
         feeds = list(self.peers.feeds.values()) if self.peers is not None else []
         return {"role": "router", "inflight": self.inflight, "completed": self.completed, "failed": self.failed,
@@ -113,10 +131,6 @@ async def _handle(request: web.Request, chat: bool) -> web.StreamResponse:
             raise ApiError(404, f"model {body.model!r} is not served here; this mesh serves {router.scenario.model!r}",
                            code="model_not_found")
         pairs = plan_jobs(router, rid, body, chat, received_unix)
-        job = pairs[0][0]
-        if body.stream and len(pairs) > 1:
-            raise ApiError(400, "streaming answers one prompt with n = 1; send a batch or n > 1 unstreamed",
-                           param="n")
         if rid in router.active_ids:  # two live requests under one id would share KV transfers
             raise ApiError(409, f"a request with x-request-id {rid} is already in flight; ids must be unique",
                            code="duplicate_request_id")
@@ -137,7 +151,9 @@ async def _handle(request: web.Request, chat: bool) -> web.StreamResponse:
         if not body.stream:
             return await respond_whole(router, rid, pairs, chat, body.n, headers)
         usage = body.stream_options is not None and body.stream_options.include_usage
-        return await _respond(request, router, job, pairs[0][1], chat, headers, usage)
+        if len(pairs) > 1:
+            return await stream_choices(request, router, rid, pairs, chat, body.n, headers, usage)
+        return await _respond(request, router, pairs[0][0], pairs[0][1], chat, headers, usage)
     finally:
         router.inflight -= 1
         router.active_ids.discard(rid)
@@ -197,12 +213,7 @@ async def _respond(request, router: Router, job: Job, choice: Choice, chat: bool
     except ApiError as exc:
         error = exc
     except (ConnectionResetError, asyncio.CancelledError) as exc:
-        # The client hung up (aiohttp cancels the handler when its connection closes, streamed or not):
-        # leaving here cancels every stage's call in the pipelines' finally blocks, which frees the engines'
-        # slots and KV and stops the transfers. Expected, so one INFO line and no traceback.
-        router.cancelled += 1
-        router.metrics.errors.labels("client_closed").inc()
-        log.info("request %s cancelled: the client hung up after %d tokens", job.request_id, len(texts))
+        router.hung_up(job.request_id, len(texts))
         if isinstance(exc, asyncio.CancelledError):
             raise
         return response if response is not None else web.Response(status=499)  # nobody reads it
@@ -211,9 +222,7 @@ async def _respond(request, router: Router, job: Job, choice: Choice, chat: bool
         error = ApiError(500, f"internal router error ({type(exc).__name__})", kind="server_error")
     finally:
         metrics.itl.observe_many(gaps)
-    router.failed += 1
-    router.metrics.errors.labels(str(error.status)).inc()
-    log.warning("request %s failed: %s", job.request_id, error.message)
+    router.failed_with(job.request_id, error)
     if response is None:
         return web.json_response(error.body(), status=error.status, headers=headers)
     await response.write(error_event(error.body()))

@@ -48,12 +48,8 @@ async def respond_whole(router: Any, request_id: str, pairs: list[tuple[Job, Cho
                          kind="timeout_error")
     except ApiError as exc:
         error = exc
-    except asyncio.CancelledError:
-        # The client hung up: gather cancels every job, and the pipelines' finally blocks free the engines'
-        # slots and KV and stop the transfers. Expected, so one INFO line and no traceback.
-        router.cancelled += 1
-        router.metrics.errors.labels("client_closed").inc()
-        log.info("request %s cancelled: the client hung up before its answer was complete", request_id)
+    except asyncio.CancelledError:  # the client hung up: gather cancels every job
+        router.hung_up(request_id, sum(len(choice.token_ids) for _, choice in pairs))
         raise
     except Exception as exc:  # a defect here, not upstream: still an explicit error
         log.exception("request %s failed inside the router", request_id)
@@ -70,7 +66,5 @@ async def respond_whole(router: Any, request_id: str, pairs: list[tuple[Job, Cho
         for task in jobs:  # one failed choice fails the request: stop the others' generation too
             task.cancel()
         await asyncio.gather(*jobs, return_exceptions=True)  # and let them end before the answer goes out
-    router.failed += 1
-    router.metrics.errors.labels(str(error.status)).inc()
-    log.warning("request %s failed: %s", request_id, error.message)
+    router.failed_with(request_id, error)
     return web.json_response(error.body(), status=error.status, headers=headers)
