@@ -20,7 +20,7 @@ from typing import AsyncIterator, Callable
 import grpc
 
 from services.router.api import ApiError
-from services.router.degraded import relay_alone
+from services.router.degraded import relay_alone, relay_retry, retried_on_relay
 from services.router.main_stream import MainStream
 from services.router.pipelines import (
     Finished, Job, Peers, Token, base_stats, cancel_on_failure, prefill_here, raise_pipeline_error, run_p_d,
@@ -114,23 +114,35 @@ async def pdd(peers: Peers, job: Job, mode: Mode) -> AsyncIterator[Token | Finis
             arrived = True
             policy.arrived(missing)
 
+    failed = None
     try:
         if choice.pipeline is Pipeline.P_MD:
             source = run_p_d(peers, job, mode, md, md_hit, Pipeline.P_MD)
         else:
             source = _relay_then_main(peers, job, mode, md, md_hit, relay, relay_hit, arrive, slot)
-        async for item in source:
-            if not arrived and type(item) is Token and choice.pipeline is Pipeline.P_MD:
-                arrive()  # main decode releases token 0 only once its KV is whole
-            elif isinstance(item, Finished):
-                item.pdd["policy"] = {"estimate_s": round(choice.estimate_s, 4), "reason": choice.reason}
-                if item.pdd["kv_transfer_s"] and not item.pdd["singular"]:
-                    policy.observe(missing, item.pdd["kv_transfer_s"], queued_at_send)
-            yield item
+        try:
+            async for item in source:
+                if not arrived and type(item) is Token and choice.pipeline is Pipeline.P_MD:
+                    arrive()  # main decode releases token 0 only once its KV is whole
+                elif isinstance(item, Finished):
+                    item.pdd["policy"] = {"estimate_s": round(choice.estimate_s, 4), "reason": choice.reason}
+                    if item.pdd["kv_transfer_s"] and not item.pdd["singular"]:
+                        policy.observe(missing, item.pdd["kv_transfer_s"], queued_at_send)
+                yield item
+        except ApiError as exc:
+            if choice.pipeline is not Pipeline.P_MD or arrived or not retried_on_relay(exc):
+                raise
+            failed = exc  # nothing was sent yet: the relay may serve it whole (below)
     finally:
         arrive()
         if slot is not None:
             slot.release()
+    if failed is not None:
+        relay_load = None if relay is None else _relay_load(peers, relay, reported_load)
+        async for item in relay_alone(peers, relay_retry(job), mode, relay, relay_hit, relay_load,
+                                      relay_dispatches(peers), failed,
+                                      f"main decode failed before its first token ({failed.message})"):
+            yield item
 
 
 async def _relay_then_main(peers: Peers, job: Job, mode: Mode, md, md_hit: int, relay, relay_hit: int,

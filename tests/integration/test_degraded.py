@@ -4,6 +4,7 @@ Each one named in the `pdd` stats and counted in /metrics."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import signal
@@ -15,7 +16,7 @@ import pytest
 from services.chaos.outcomes import FaultFreeText
 from services.launcher.processes import keeper_status, read_state
 from services.profiles import load_model
-from tests.integration.mesh import plan_of, running_mesh
+from tests.integration.mesh import get_json, plan_of, running_mesh
 from tests.integration.test_mesh_modes import _stream
 
 pytestmark = pytest.mark.integration
@@ -63,6 +64,27 @@ def _kill_for_good(run_dir, name: str) -> None:
     deadline = time.monotonic() + 10
     while os.path.exists(f"/proc/{child}") and time.monotonic() < deadline:
         time.sleep(0.02)
+
+
+def test_a_p_md_request_whose_main_decode_dies_before_its_first_token_is_served_by_the_relay(tmp_path):
+    # The WAN holds main decode's KV, so the request is waiting there when main decode goes for good.
+    with running_mesh("pdd-mini", tmp_path) as url:
+        md = next(s for s in plan_of(tmp_path)["services"] if s["name"] == "main-decode")
+        _control(tmp_path, "wan", "POST", "/partition", {"mode": "blackhole", "direction": "both"})
+        prompt = _prompt(300, 6)
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            answer = pool.submit(_stream, url, prompt, 12)
+            deadline = time.monotonic() + 30
+            while get_json(f"http://{md['host']}:{md['http_port']}/stats")["transfers_pending"] == 0:
+                assert time.monotonic() < deadline and not answer.done(), "the request never waited at main decode"
+                time.sleep(0.05)
+            _kill_for_good(tmp_path, "main-decode")
+            text, pdd = answer.result(timeout=90)
+        counted = _metric(url, "main-decode-down")
+    assert text == TEXT.text(TEXT.ids(prompt, 12))
+    assert pdd["pipeline"] == "P-RLD" and pdd["degraded"] == "main-decode-down" and pdd["rld_tokens"] == 12, pdd
+    assert pdd["policy"]["reason"].startswith("main decode failed before its first token")
+    assert counted == 1
 
 
 @pytest.mark.parametrize("scenario", ["pdd-mini", "pd-cross-mini"])
