@@ -13,19 +13,15 @@ are stopped. One choice, the common case, keeps the direct path in server.py.
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from typing import Any
 
 from aiohttp import web
 
-from services.router.api import ApiError
 from services.router.choices import Choice
 from services.router.fanout import usage
 from services.router.pipelines import Job, Token
-from services.router.sse import DONE, ChunkEncoder, error_event
-
-log = logging.getLogger(__name__)
+from services.router.sse import DONE, ChunkEncoder
 
 
 class _Lane:
@@ -105,26 +101,15 @@ async def stream_choices(request: web.Request, router: Any, request_id: str, pai
                                                            counts["prompt_tokens_details"]["cached_tokens"]))
             await response.write(DONE)
             return response
-    except TimeoutError:
-        error = ApiError(504, f"request not finished within {router.scenario.request_timeout_s:g} s",
-                         kind="timeout_error")
-    except ApiError as exc:
-        error = exc
     except (ConnectionResetError, asyncio.CancelledError) as exc:
         router.hung_up(request_id, sum(len(lane.choice.token_ids) for lane in lanes))
         if isinstance(exc, asyncio.CancelledError):
             raise
         return response if response is not None else web.Response(status=499)  # nobody reads it
-    except Exception as exc:  # a defect here, not upstream: the client still gets an explicit error
-        log.exception("request %s failed inside the router", request_id)
-        error = ApiError(500, f"internal router error ({type(exc).__name__})", kind="server_error")
+    except Exception as exc:
+        error = router.error_of(request_id, exc)
     finally:
         for pump in pumps:  # one failed choice fails the request: stop the others' generation too
             pump.cancel()
         await asyncio.gather(*pumps, return_exceptions=True)
-    router.failed_with(request_id, error)
-    if response is None:
-        return web.json_response(error.body(), status=error.status, headers=headers)
-    await response.write(error_event(error.body()))
-    await response.write(DONE)
-    return response
+    return await router.answer_failure(request_id, error, response, headers)

@@ -32,15 +32,16 @@ from services.router.fanout import plan_jobs
 from services.router.fanout_stream import stream_choices
 from services.router.intake import PromptIds, checked_ids
 from services.router.metrics import RouterMetrics
+from services.router.outcomes import RequestOutcomes
 from services.router.pipelines import Finished, Job, Peers, Token, pipeline_for
-from services.router.sse import DONE, ChunkEncoder, error_event
+from services.router.sse import DONE, ChunkEncoder
 from services.router.whole import respond_whole
 
 log = logging.getLogger(__name__)
 ROUTER_KEY = web.AppKey("router", object)
 
 
-class Router:
+class Router(RequestOutcomes):
     def __init__(self, plan: MeshPlan, registry: CollectorRegistry) -> None:
         self.plan = plan
         self.scenario = plan.scenario
@@ -93,23 +94,6 @@ class Router:
                 yield item
         finally:
             (self.metrics.running if expected else self.metrics.waiting).dec()
-
-    def hung_up(self, request_id: str, tokens: int) -> None:
-        """The client closed its connection before its answer was whole, streamed or not.
-
-        aiohttp cancels the handler when the connection closes; leaving the pipeline cancels every stage's
-        call in the pipelines' finally blocks, which frees the engines' slots and KV and stops the
-        transfers. Expected, so one INFO line and no traceback.
-        """
-        self.cancelled += 1
-        self.metrics.errors.labels("client_closed").inc()
-        log.info("request %s cancelled: the client hung up after %d tokens", request_id, tokens)
-
-    def failed_with(self, request_id: str, error: ApiError) -> None:
-        """A request that ends with an explicit error, before its answer began or as its last SSE event."""
-        self.failed += 1
-        self.metrics.errors.labels(str(error.status)).inc()
-        log.warning("request %s failed: %s", request_id, error.message)
 
     def stats(self) -> dict[str, Any]:
         feeds = list(self.peers.feeds.values()) if self.peers is not None else []
@@ -207,27 +191,16 @@ async def _respond(request, router: Router, job: Job, choice: Choice, chat: bool
                                                       item.pdd.get("prefill_hit_tokens", 0)))
                 await response.write(DONE)
                 return response
-    except TimeoutError:
-        error = ApiError(504, f"request not finished within {router.scenario.request_timeout_s:g} s",
-                         kind="timeout_error")
-    except ApiError as exc:
-        error = exc
     except (ConnectionResetError, asyncio.CancelledError) as exc:
         router.hung_up(job.request_id, len(texts))
         if isinstance(exc, asyncio.CancelledError):
             raise
         return response if response is not None else web.Response(status=499)  # nobody reads it
-    except Exception as exc:  # a defect here, not upstream: the client still gets an explicit error, not a cut stream
-        log.exception("request %s failed inside the router", job.request_id)
-        error = ApiError(500, f"internal router error ({type(exc).__name__})", kind="server_error")
+    except Exception as exc:
+        error = router.error_of(job.request_id, exc)
     finally:
         metrics.itl.observe_many(gaps)
-    router.failed_with(job.request_id, error)
-    if response is None:
-        return web.json_response(error.body(), status=error.status, headers=headers)
-    await response.write(error_event(error.body()))
-    await response.write(DONE)
-    return response
+    return await router.answer_failure(job.request_id, error, response, headers)
 
 
 async def completions(request: web.Request) -> web.StreamResponse:
