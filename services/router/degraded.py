@@ -2,7 +2,8 @@
 
 - Main decode down: the relay serves whole requests, prefill shipping the KV to it alone over
   RDMA (P-RLD, `fallback`). Only while the relay has room: a saturated relay still means 503.
-  A P-MD request whose main decode fails before its first token is served the same way.
+  A P-MD request whose main decode (or its WAN transfer) fails before its first token is served
+  the same way (`degraded: main-decode-failed`).
 - No prefill pool reachable: the decode pool prefills the prompt itself (services/router/pipelines.py
   `prefill_here`, `degraded: prefill-unreachable`).
 - A prefill pool down: the prefill goes to another pool (`services/router/prefill_target.py`).
@@ -29,8 +30,8 @@ def retried_on_relay(failure: ApiError) -> bool:
     """Whether a P-MD request that failed before its first token goes to the relay instead.
 
     Main decode's stream broke (502: its token feed) or its call failed as unreachable or cancelled
-    (503): main decode died or restarted under the request. Its own refusals (429, 400) and the
-    request's deadline (504) are the request's outcome.
+    (503): main decode died or restarted under the request, or the WAN transfer to it broke (a link
+    reset). Its own refusals (429, 400) and the request's deadline (504) are the request's outcome.
     """
     return failure.status in (502, 503)
 
@@ -43,7 +44,8 @@ def relay_retry(job: Job) -> Job:
 
 async def relay_alone(peers: Peers, job: Job, mode: Mode, relay: ServicePlan | None, relay_hit: int,
                       relay_load: float, dispatches: collections.Counter, cause: ApiError,
-                      reason: str = "main decode unreachable") -> AsyncIterator[Token | Finished]:
+                      reason: str = "main decode unreachable", kind: Degraded = Degraded.MAIN_DECODE_DOWN
+                      ) -> AsyncIterator[Token | Finished]:
     """P-RLD while no main decode answers its cache lookup, or after it failed before its first token."""
     spec = peers.plan.scenario.pdd
     if relay is None or relay_load >= spec.relay_max_load:
@@ -55,7 +57,7 @@ async def relay_alone(peers: Peers, job: Job, mode: Mode, relay: ServicePlan | N
             if isinstance(item, Token):
                 yield item
                 continue
-            item.pdd.update(fallback=True, degraded=Degraded.MAIN_DECODE_DOWN.value, rld_tokens=item.pdd["md_tokens"], md_tokens=0)
+            item.pdd.update(fallback=True, degraded=kind.value, rld_tokens=item.pdd["md_tokens"], md_tokens=0)
             item.pdd["policy"] = {"estimate_s": None, "reason": reason}
             yield item
     finally:

@@ -80,9 +80,9 @@ def test_a_p_md_request_whose_main_decode_dies_before_its_first_token_is_served_
                 time.sleep(0.05)
             _kill_for_good(tmp_path, "main-decode")
             text, pdd = answer.result(timeout=90)
-        counted = _metric(url, "main-decode-down")
+        counted = _metric(url, "main-decode-failed")
     assert text == TEXT.text(TEXT.ids(prompt, 12))
-    assert pdd["pipeline"] == "P-RLD" and pdd["degraded"] == "main-decode-down" and pdd["rld_tokens"] == 12, pdd
+    assert pdd["pipeline"] == "P-RLD" and pdd["degraded"] == "main-decode-failed" and pdd["rld_tokens"] == 12, pdd
     assert pdd["policy"]["reason"].startswith("main decode failed before its first token")
     assert counted == 1
 
