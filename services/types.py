@@ -56,3 +56,5 @@ class Degraded(str, enum.Enum):
     MAIN_DECODE_DOWN = "main-decode-down"  # the relay served it whole (P-RLD)
     PREFILL_DOWN = "prefill-down"  # another prefill pool took it
     RELAY_TRANSFER_LATE = "relay-transfer-deadline"  # main decode decoded it whole
+    NO_PREFILL = "prefill-unreachable"  # no prefill pool answered: the decode pool prefilled it itself
+    MAIN_PATH_FAILED = "main-decode-failed"  # main decode or its WAN transfer failed before token 0: the relay served it

@@ -90,6 +90,12 @@ class _Common(BaseModel):
         return [_unicode(s, "stop") for s in stops] or None
 
     @model_validator(mode="after")
+    def _stream_options_need_a_stream(self):
+        if self.stream_options is not None and not self.stream:  # as OpenAI and vLLM refuse it
+            raise ValueError("stream_options is only allowed when stream is true")
+        return self
+
+    @model_validator(mode="after")
     def _min_within_max(self):
         if self.min_tokens > self.output_limit():
             raise ValueError(f"min_tokens ({self.min_tokens}) must be at most max_tokens ({self.output_limit()})")

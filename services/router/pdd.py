@@ -20,12 +20,13 @@ from typing import AsyncIterator, Callable
 import grpc
 
 from services.router.api import ApiError
-from services.router.degraded import relay_alone
+from services.router.degraded import relay_alone, relay_retry, retried_on_relay
 from services.router.main_stream import MainStream
 from services.router.pipelines import (
-    Finished, Job, Peers, Token, base_stats, cancel_on_failure, raise_pipeline_error, run_p_d,
+    Finished, Job, Peers, Token, base_stats, cancel_on_failure, prefill_here, raise_pipeline_error, run_p_d,
     start_prefill,
 )
+from services.router.prefill_target import no_prefill_reachable
 from services.router.policy import PipelinePolicy
 from services.router.stats import PolicyNote
 from services.rpc import metadata, pb
@@ -115,23 +116,36 @@ async def pdd(peers: Peers, job: Job, mode: Mode) -> AsyncIterator[Token | Finis
             arrived = True
             policy.arrived(missing)
 
+    failed = None
     try:
         if choice.pipeline is Pipeline.P_MD:
             source = run_p_d(peers, job, mode, md, md_hit, Pipeline.P_MD)
         else:
             source = _relay_then_main(peers, job, mode, md, md_hit, relay, relay_hit, arrive, slot)
-        async for item in source:
-            if not arrived and type(item) is Token and choice.pipeline is Pipeline.P_MD:
-                arrive()  # main decode releases token 0 only once its KV is whole
-            elif isinstance(item, Finished):
-                item.stats.policy = PolicyNote(round(choice.estimate_s, 4), choice.reason)
-                if item.stats.kv_transfer_s and not item.stats.singular:
-                    policy.observe(missing, item.stats.kv_transfer_s, queued_at_send)
-            yield item
+        try:
+            async for item in source:
+                if not arrived and type(item) is Token and choice.pipeline is Pipeline.P_MD:
+                    arrive()  # main decode releases token 0 only once its KV is whole
+                elif isinstance(item, Finished):
+                    item.stats.policy = PolicyNote(round(choice.estimate_s, 4), choice.reason)
+                    if item.stats.kv_transfer_s and not item.stats.singular:
+                        policy.observe(missing, item.stats.kv_transfer_s, queued_at_send)
+                yield item
+        except ApiError as exc:
+            if choice.pipeline is not Pipeline.P_MD or arrived or not retried_on_relay(exc):
+                raise
+            failed = exc  # nothing was sent yet: the relay may serve it whole (below)
     finally:
         arrive()
         if slot is not None:
             slot.release()
+    if failed is not None:
+        relay_load = None if relay is None else _relay_load(peers, relay, reported_load)
+        async for item in relay_alone(peers, relay_retry(job), mode, relay, relay_hit, relay_load,
+                                      relay_dispatches(peers), failed,
+                                      f"main decode failed before its first token ({failed.message})",
+                                      Degraded.MAIN_PATH_FAILED):
+            yield item
 
 
 async def _relay_then_main(peers: Peers, job: Job, mode: Mode, md, md_hit: int, relay, relay_hit: int,
@@ -195,7 +209,8 @@ async def _relay_then_main(peers: Peers, job: Job, mode: Mode, md, md_hit: int, 
         reply = await prefill_call
         ended = True
     except (grpc.aio.AioRpcError, asyncio.CancelledError) as exc:
-        raise_pipeline_error(exc, prefill_call, "relay decode")
+        if stats.rld_tokens or stats.md_tokens or not no_prefill_reachable(prefill_call, exc):
+            raise_pipeline_error(exc, prefill_call, "relay decode")
     finally:
         slot.release()
         md_call.cancel()
@@ -205,6 +220,10 @@ async def _relay_then_main(peers: Peers, job: Job, mode: Mode, md, md_hit: int, 
             prefill_call.cancel()
         elif not ended and not prefill_call.cancelled() and prefill_call.exception() is None:
             peers.abandon_transfer(prefill, job)  # the WAN transfer to main decode may still be running
+    if not ended:  # no prefill pool answered and nothing was sent yet: main decode prefills it itself
+        async for item in prefill_here(peers, job, mode, md, Degraded.NO_PREFILL.value):
+            yield item
+        return
     stats.prefill_hit_tokens = reply.hit_tokens
     stats.queued_s = reply.queued_s  # vLLM's queue time is the wait before prefill
     stats.degraded = stats.degraded or prefill.degraded

@@ -20,10 +20,10 @@ from services.profiles import load_model
 from services.router.api import ApiError
 from services.router.feed import DecodeStream, Token, TokenFeed
 from services.router.intake import PromptIds
-from services.router.prefill_target import PrefillTarget, prefill_any
+from services.router.prefill_target import PrefillTarget, no_prefill_reachable, prefill_any
 from services.router.stats import PddStats
 from services.rpc import pb, pb_grpc, channel, metadata
-from services.types import Mode, Pipeline, Role
+from services.types import Degraded, Mode, Pipeline, Role
 
 
 @dataclass
@@ -164,18 +164,34 @@ async def stream_decode(stream: DecodeStream, job: Job, stats: PddStats) -> Asyn
             stats.decode_instance = s.instance
 
 
-async def colocated(peers: Peers, job: Job, mode: Mode) -> AsyncIterator[Token | Finished]:
-    service, hit = await peers.best_decode(job, (Role.COLOCATED,))
+def colocated(peers: Peers, job: Job, mode: Mode) -> AsyncIterator[Token | Finished]:
+    # prefill_here itself, not a generator around it: every layer of generators costs each token a resume
+    return prefill_here(peers, job, mode, None)
+
+
+async def prefill_here(peers: Peers, job: Job, mode: Mode, service: ServicePlan | None,
+                       degraded: str | None = None) -> AsyncIterator[Token | Finished]:
+    """`service` prefills the prompt itself and decodes it: the colocated pool, or a decode pool while
+    no prefill pool answers (a degraded mode, services/router/degraded.py).
+
+    `service` None: the colocated pool holding the longest prefix of the prompt.
+    """
+    if service is None:
+        service, _ = await peers.best_decode(job, (Role.COLOCATED,))
     stats = base_stats(mode, Pipeline.COLOCATED)
-    request = pb.GenerateRequest(request_id=job.request_id, prompt_ids=job.prompt.packed,
+    # A degraded retry runs under its own id: the cancelled streams of the first attempt may still be
+    # unwinding at the router's feed and at the pool, and must not take this stream's tokens.
+    rid = job.request_id if degraded is None else f"{job.request_id}/local"
+    request = pb.GenerateRequest(request_id=rid, prompt_ids=job.prompt.packed,
                                  max_tokens=job.max_tokens, seed=job.seed, expect_transfer=False,
                                  instance=job.instances.get(service.name, ""))
     try:
         async for token in stream_decode(peers.generate(service.name, request), job, stats):
             yield token
     except grpc.aio.AioRpcError as exc:
-        raise map_rpc_error(exc, "generation") from exc
+        raise map_rpc_error(exc, "generation" if degraded is None else f"generation at {service.name}") from exc
     stats.prefill_hit_tokens = stats.decode_hit_tokens
+    stats.degraded = degraded
     job.mark("finished")
     stats.timeline = job.timeline
     yield Finished(stats)
@@ -240,13 +256,18 @@ async def run_p_d(peers: Peers, job: Job, mode: Mode, decode: ServicePlan | None
         reply = await prefill_call
         landed = True
     except (grpc.aio.AioRpcError, asyncio.CancelledError) as exc:
-        raise_pipeline_error(exc, prefill_call, "decode")
+        if stats.md_tokens or not no_prefill_reachable(prefill_call, exc):
+            raise_pipeline_error(exc, prefill_call, "decode")
     finally:
         gen.cancel()
         if not prefill_call.done():
             prefill_call.cancel()
         elif not landed and not prefill_call.cancelled() and prefill_call.exception() is None:
             peers.abandon_transfer(prefill, job)
+    if not landed:  # no prefill pool answered and nothing was sent yet: the decode pool prefills it itself
+        async for item in prefill_here(peers, job, mode, decode, Degraded.NO_PREFILL.value):
+            yield item
+        return
     stats.prefill_hit_tokens = reply.hit_tokens
     stats.queued_s = reply.queued_s  # vLLM's queue time is the wait before prefill
     stats.degraded = prefill.degraded

@@ -2,10 +2,13 @@
 
 A pool whose channel answers UNAVAILABLE (after the channel's own retries, services/rpc) passes the
 request on to the next pool, so the others take a dead pool's load (a degraded mode:
-docs/reliability.md). Any other error is the request's.
+docs/reliability.md). When none answers, the decode pool prefills the prompt itself
+(`no_prefill_reachable`, services/router/pipelines.py `prefill_here`). Any other error is the request's.
 """
 
 from __future__ import annotations
+
+import asyncio
 
 import grpc
 
@@ -43,3 +46,19 @@ async def prefill_any(peers, request, job, target: PrefillTarget):
             if exc.code() is not grpc.StatusCode.UNAVAILABLE or step == len(pools) - 1:
                 raise
             target.passed_over.append(target.name)
+
+
+def no_prefill_reachable(call: asyncio.Future, raised: BaseException) -> bool:
+    """Whether a pipeline that stopped with `raised` did so because no prefill pool answered at all.
+
+    Prefill itself never answers UNAVAILABLE (its refusals are INVALID_ARGUMENT, RESOURCE_EXHAUSTED,
+    FAILED_PRECONDITION), so that code is the transport's: every pool is down or restarting. A
+    cancellation of the request itself (the client left, its deadline) is never one.
+    """
+    task = asyncio.current_task()
+    if isinstance(raised, asyncio.CancelledError) and task is not None and task.cancelling():
+        return False
+    if not call.done() or call.cancelled():
+        return False
+    failure = call.exception()
+    return isinstance(failure, grpc.aio.AioRpcError) and failure.code() is grpc.StatusCode.UNAVAILABLE

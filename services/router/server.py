@@ -29,17 +29,19 @@ from services.router.api import (
 from services.router.choices import Choice
 from services.router.errors import json_errors
 from services.router.fanout import plan_jobs
+from services.router.fanout_stream import stream_choices
 from services.router.intake import PromptIds, checked_ids
 from services.router.metrics import RouterMetrics
+from services.router.outcomes import RequestOutcomes
 from services.router.pipelines import Finished, Job, Peers, Token, pipeline_for
-from services.router.sse import DONE, ChunkEncoder, error_event
+from services.router.sse import DONE, ChunkEncoder
 from services.router.whole import respond_whole
 
 log = logging.getLogger(__name__)
 ROUTER_KEY = web.AppKey("router", object)
 
 
-class Router:
+class Router(RequestOutcomes):
     def __init__(self, plan: MeshPlan, registry: CollectorRegistry) -> None:
         self.plan = plan
         self.scenario = plan.scenario
@@ -113,10 +115,6 @@ async def _handle(request: web.Request, chat: bool) -> web.StreamResponse:
             raise ApiError(404, f"model {body.model!r} is not served here; this mesh serves {router.scenario.model!r}",
                            code="model_not_found")
         pairs = plan_jobs(router, rid, body, chat, received_unix)
-        job = pairs[0][0]
-        if body.stream and len(pairs) > 1:
-            raise ApiError(400, "streaming answers one prompt with n = 1; send a batch or n > 1 unstreamed",
-                           param="n")
         if rid in router.active_ids:  # two live requests under one id would share KV transfers
             raise ApiError(409, f"a request with x-request-id {rid} is already in flight; ids must be unique",
                            code="duplicate_request_id")
@@ -137,7 +135,9 @@ async def _handle(request: web.Request, chat: bool) -> web.StreamResponse:
         if not body.stream:
             return await respond_whole(router, rid, pairs, chat, body.n, headers)
         usage = body.stream_options is not None and body.stream_options.include_usage
-        return await _respond(request, router, job, pairs[0][1], chat, headers, usage)
+        if len(pairs) > 1:
+            return await stream_choices(request, router, rid, pairs, chat, body.n, headers, usage)
+        return await _respond(request, router, pairs[0][0], pairs[0][1], chat, headers, usage)
     finally:
         router.inflight -= 1
         router.active_ids.discard(rid)
@@ -191,34 +191,16 @@ async def _respond(request, router: Router, job: Job, choice: Choice, chat: bool
                                                       item.pdd.get("prefill_hit_tokens", 0)))
                 await response.write(DONE)
                 return response
-    except TimeoutError:
-        error = ApiError(504, f"request not finished within {router.scenario.request_timeout_s:g} s",
-                         kind="timeout_error")
-    except ApiError as exc:
-        error = exc
     except (ConnectionResetError, asyncio.CancelledError) as exc:
-        # The client hung up (aiohttp cancels the handler when its connection closes, streamed or not):
-        # leaving here cancels every stage's call in the pipelines' finally blocks, which frees the engines'
-        # slots and KV and stops the transfers. Expected, so one INFO line and no traceback.
-        router.cancelled += 1
-        router.metrics.errors.labels("client_closed").inc()
-        log.info("request %s cancelled: the client hung up after %d tokens", job.request_id, len(texts))
+        router.hung_up(job.request_id, len(texts))
         if isinstance(exc, asyncio.CancelledError):
             raise
         return response if response is not None else web.Response(status=499)  # nobody reads it
-    except Exception as exc:  # a defect here, not upstream: the client still gets an explicit error, not a cut stream
-        log.exception("request %s failed inside the router", job.request_id)
-        error = ApiError(500, f"internal router error ({type(exc).__name__})", kind="server_error")
+    except Exception as exc:
+        error = router.error_of(job.request_id, exc)
     finally:
         metrics.itl.observe_many(gaps)
-    router.failed += 1
-    router.metrics.errors.labels(str(error.status)).inc()
-    log.warning("request %s failed: %s", job.request_id, error.message)
-    if response is None:
-        return web.json_response(error.body(), status=error.status, headers=headers)
-    await response.write(error_event(error.body()))
-    await response.write(DONE)
-    return response
+    return await router.answer_failure(job.request_id, error, response, headers)
 
 
 async def completions(request: web.Request) -> web.StreamResponse:

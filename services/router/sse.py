@@ -47,19 +47,20 @@ def sse(payload: dict) -> bytes:
 class ChunkEncoder:
     """The chunks of one streamed request; ids, `created` and model are encoded once, here."""
 
-    __slots__ = ("chat", "_head", "_prefix", "_suffix", "_first_prefix")
+    __slots__ = ("chat", "index", "_head", "_prefix", "_suffix", "_first_prefix")
 
-    def __init__(self, request_id: str, created: int, model: str, chat: bool) -> None:
-        self.chat = chat
+    def __init__(self, request_id: str, created: int, model: str, chat: bool, index: int = 0) -> None:
+        """`index`: the choice these chunks carry (a request with n > 1 or a batch streams several)."""
+        self.chat, self.index = chat, index
         kind = "chat.completion.chunk" if chat else "text_completion"
         self._head = {"id": response_id(request_id, chat), "object": kind, "created": created, "model": model}
         head = _json(self._head)[:-1]  # the object without its closing brace
         if chat:
-            self._first_prefix = f'data: {head},"choices":[{{"index":0,"delta":{{"role":"assistant","content":'.encode()
-            self._prefix = f'data: {head},"choices":[{{"index":0,"delta":{{"content":'.encode()
+            self._first_prefix = f'data: {head},"choices":[{{"index":{index},"delta":{{"role":"assistant","content":'.encode()
+            self._prefix = f'data: {head},"choices":[{{"index":{index},"delta":{{"content":'.encode()
             self._suffix = b'},"logprobs":null,"finish_reason":null}]}\n\n'
         else:
-            self._first_prefix = self._prefix = f'data: {head},"choices":[{{"index":0,"text":'.encode()
+            self._first_prefix = self._prefix = f'data: {head},"choices":[{{"index":{index},"text":'.encode()
             self._suffix = b',"logprobs":null,"finish_reason":null}]}\n\n'
 
     def token(self, text: str, first: bool = False) -> bytes:
@@ -70,17 +71,17 @@ class ChunkEncoder:
         """A token's chunk with its logprobs: only when the request asks for them, so off the fast path."""
         if self.chat:
             delta = {"role": "assistant", "content": text} if first else {"content": text}
-            choice = {"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": None}
+            choice = {"index": self.index, "delta": delta, "logprobs": logprobs, "finish_reason": None}
         else:
-            choice = {"index": 0, "text": text, "logprobs": logprobs, "finish_reason": None}
+            choice = {"index": self.index, "text": text, "logprobs": logprobs, "finish_reason": None}
         return sse({**self._head, "choices": [choice]})
 
     def finish(self, reason: str, pdd: dict[str, Any]) -> bytes:
         """The chunk that ends the choice: no text, its finish_reason, and the request's `pdd` object."""
         if self.chat:
-            choice = {"index": 0, "delta": {}, "logprobs": None, "finish_reason": reason}
+            choice = {"index": self.index, "delta": {}, "logprobs": None, "finish_reason": reason}
         else:
-            choice = {"index": 0, "text": "", "logprobs": None, "finish_reason": reason}
+            choice = {"index": self.index, "text": "", "logprobs": None, "finish_reason": reason}
         return sse({**self._head, "choices": [choice], "pdd": pdd})
 
     def usage(self, prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> bytes:

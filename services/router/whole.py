@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from typing import Any
 
@@ -14,8 +13,6 @@ from services.router.choices import Choice
 from services.router.fanout import usage
 from services.router.pipelines import Job, Token
 from services.router.sse import response_id
-
-log = logging.getLogger(__name__)
 
 
 async def _collect(router: Any, job: Job, choice: Choice, start: float) -> dict[str, Any]:
@@ -43,21 +40,11 @@ async def respond_whole(router: Any, request_id: str, pairs: list[tuple[Job, Cho
     try:
         async with asyncio.timeout(router.scenario.request_timeout_s):
             stats = await asyncio.gather(*jobs)
-    except TimeoutError:
-        error = ApiError(504, f"request not finished within {router.scenario.request_timeout_s:g} s",
-                         kind="timeout_error")
-    except ApiError as exc:
-        error = exc
-    except asyncio.CancelledError:
-        # The client hung up: gather cancels every job, and the pipelines' finally blocks free the engines'
-        # slots and KV and stop the transfers. Expected, so one INFO line and no traceback.
-        router.cancelled += 1
-        router.metrics.errors.labels("client_closed").inc()
-        log.info("request %s cancelled: the client hung up before its answer was complete", request_id)
+    except asyncio.CancelledError:  # the client hung up: gather cancels every job
+        router.hung_up(request_id, sum(len(choice.token_ids) for _, choice in pairs))
         raise
-    except Exception as exc:  # a defect here, not upstream: still an explicit error
-        log.exception("request %s failed inside the router", request_id)
-        error = ApiError(500, f"internal router error ({type(exc).__name__})", kind="server_error")
+    except Exception as exc:
+        error = router.error_of(request_id, exc)
     else:
         router.completed += 1
         first = pairs[0][0]
@@ -70,7 +57,5 @@ async def respond_whole(router: Any, request_id: str, pairs: list[tuple[Job, Cho
         for task in jobs:  # one failed choice fails the request: stop the others' generation too
             task.cancel()
         await asyncio.gather(*jobs, return_exceptions=True)  # and let them end before the answer goes out
-    router.failed += 1
-    router.metrics.errors.labels(str(error.status)).inc()
-    log.warning("request %s failed: %s", request_id, error.message)
+    router.failed_with(request_id, error)
     return web.json_response(error.body(), status=error.status, headers=headers)

@@ -1,8 +1,10 @@
 """Degraded modes on a real pdd-mini: the relay serves while main decode is down, main decode serves
-when the relay's transfer is late. Each one named in the `pdd` stats and counted in /metrics."""
+when the relay's transfer is late, the decode pool prefills itself while no prefill pool answers.
+Each one named in the `pdd` stats and counted in /metrics."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import signal
@@ -14,7 +16,7 @@ import pytest
 from services.chaos.outcomes import FaultFreeText
 from services.launcher.processes import keeper_status, read_state
 from services.profiles import load_model
-from tests.integration.mesh import plan_of, running_mesh
+from tests.integration.mesh import get_json, plan_of, running_mesh
 from tests.integration.test_mesh_modes import _stream
 
 pytestmark = pytest.mark.integration
@@ -43,19 +45,59 @@ def _control(run_dir, kind: str, method: str, path: str, body: dict | None = Non
 
 def test_with_main_decode_down_the_relay_serves_whole_requests(tmp_path):
     with running_mesh("pdd-mini", tmp_path) as url:
-        _, started = read_state(tmp_path)
-        keeper = next(p for p in started if p.name == "main-decode")
-        child = keeper_status(tmp_path, "main-decode")["child_pid"]
-        os.killpg(keeper.pid, signal.SIGKILL)  # keeper and service: down for good
-        deadline = time.monotonic() + 10
-        while os.path.exists(f"/proc/{child}") and time.monotonic() < deadline:
-            time.sleep(0.02)
+        _kill_for_good(tmp_path, "main-decode")
         results = [(_stream(url, _prompt(n, salt), 12), _prompt(n, salt)) for salt, n in ((1, 300), (2, 8000))]
         counted = _metric(url, "main-decode-down")
     for (text, pdd), prompt in results:
         assert text == TEXT.text(TEXT.ids(prompt, 12))
         assert pdd["pipeline"] == "P-RLD" and pdd["fallback"] and pdd["degraded"] == "main-decode-down"
         assert pdd["rld_tokens"] == 12 and pdd["md_tokens"] == 0 and pdd["wan_bytes"] == 0
+    assert counted == 2
+
+
+def _kill_for_good(run_dir, name: str) -> None:
+    """kill -9 of a service and its keeper, so nobody restarts it; returns once the service is gone."""
+    _, started = read_state(run_dir)
+    keeper = next(p for p in started if p.name == name)
+    child = keeper_status(run_dir, name)["child_pid"]
+    os.killpg(keeper.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while os.path.exists(f"/proc/{child}") and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def test_a_p_md_request_whose_main_decode_dies_before_its_first_token_is_served_by_the_relay(tmp_path):
+    # The WAN holds main decode's KV, so the request is waiting there when main decode goes for good.
+    with running_mesh("pdd-mini", tmp_path) as url:
+        md = next(s for s in plan_of(tmp_path)["services"] if s["name"] == "main-decode")
+        _control(tmp_path, "wan", "POST", "/partition", {"mode": "blackhole", "direction": "both"})
+        prompt = _prompt(300, 6)
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            answer = pool.submit(_stream, url, prompt, 12)
+            deadline = time.monotonic() + 30
+            while get_json(f"http://{md['host']}:{md['http_port']}/stats")["transfers_pending"] == 0:
+                assert time.monotonic() < deadline and not answer.done(), "the request never waited at main decode"
+                time.sleep(0.05)
+            _kill_for_good(tmp_path, "main-decode")
+            text, pdd = answer.result(timeout=90)
+        counted = _metric(url, "main-decode-failed")
+    assert text == TEXT.text(TEXT.ids(prompt, 12))
+    assert pdd["pipeline"] == "P-RLD" and pdd["degraded"] == "main-decode-failed" and pdd["rld_tokens"] == 12, pdd
+    assert pdd["policy"]["reason"].startswith("main decode failed before its first token")
+    assert counted == 1
+
+
+@pytest.mark.parametrize("scenario", ["pdd-mini", "pd-cross-mini"])
+def test_with_the_only_prefill_pool_down_the_decode_pool_prefills_itself(tmp_path, scenario):
+    # A short prompt (P-MD, or P-D) and a long fresh one (which PDD would send P-RLD-MD): neither may be a 503.
+    with running_mesh(scenario, tmp_path) as url:
+        _kill_for_good(tmp_path, "prefill")
+        results = [(_stream(url, _prompt(n, salt), 12), _prompt(n, salt)) for salt, n in ((4, 300), (5, 8000))]
+        counted = _metric(url, "prefill-unreachable")
+    for (text, pdd), prompt in results:
+        assert text == TEXT.text(TEXT.ids(prompt, 12))
+        assert pdd["pipeline"] == "colocated" and pdd["degraded"] == "prefill-unreachable", pdd
+        assert pdd["md_tokens"] == 12 and pdd["rld_tokens"] == 0 and pdd["wan_bytes"] == 0
     assert counted == 2
 
 

@@ -118,6 +118,39 @@ def test_n_choices_and_prompt_batches_come_back_in_index_order(url):
     assert reply.usage.completion_tokens == 16 and reply.usage.prompt_tokens == 4
 
 
+def test_streamed_n_choices_interleave_and_match_the_unstreamed_answer(url):
+    client = _client(url)
+    ask = dict(model="llama3-8b", max_tokens=6, n=2, seed=5, messages=[{"role": "user", "content": "two ways"}])
+    whole = client.chat.completions.create(**ask)
+    chunks = list(client.chat.completions.create(**ask, stream=True, stream_options={"include_usage": True}))
+    texts, roles, finishes, order = {0: "", 1: ""}, {}, {}, []
+    for chunk in chunks[:-1]:
+        (choice,) = chunk.choices
+        order.append(choice.index)
+        texts[choice.index] += choice.delta.content or ""
+        roles.setdefault(choice.index, choice.delta.role)
+        if choice.finish_reason:
+            finishes[choice.index] = choice.finish_reason
+    assert texts == {c.index: c.message.content for c in whole.choices} and texts[0] != texts[1]
+    assert roles == {0: "assistant", 1: "assistant"} and finishes == {0: "length", 1: "length"}
+    assert order[:2] != [0, 0] or order[-2:] != [1, 1]  # the choices interleave, not one after the other
+    assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens == 12
+    assert chunks[-1].usage.prompt_tokens == whole.usage.prompt_tokens
+
+
+def test_a_streamed_prompt_batch_gives_each_prompt_its_index(url):
+    client = _client(url)
+    prompts = ["first prompt", "second one", "a third"]
+    chunks = list(client.completions.create(model="llama3-8b", prompt=prompts, max_tokens=4, seed=3, stream=True))
+    texts = ["", "", ""]
+    for chunk in chunks:
+        texts[chunk.choices[0].index] += chunk.choices[0].text
+    alone = [client.completions.create(model="llama3-8b", prompt=p, max_tokens=4, seed=3).choices[0].text
+             for p in prompts]
+    assert texts == alone
+    assert all(chunk.usage is None for chunk in chunks)  # no include_usage: no usage anywhere
+
+
 def test_stop_cuts_the_text_and_the_generation(url):
     client = _client(url)
     whole = client.completions.create(model="llama3-8b", prompt="stop here", max_tokens=12).choices[0].text

@@ -72,3 +72,12 @@ def test_chat_takes_the_shapes_tool_using_clients_send():
 def test_chat_messages_that_cannot_be_read_are_refused(message, fragment):
     with pytest.raises(ValidationError, match=fragment):
         ChatRequest.model_validate({**CHAT, "messages": [message]})
+
+
+def test_stream_options_need_a_stream():
+    options = {"stream_options": {"include_usage": True}}
+    with pytest.raises(ValidationError, match="stream_options is only allowed when stream is true"):
+        CompletionRequest.model_validate({**BASE, **options})
+    with pytest.raises(ValidationError, match="stream_options"):
+        ChatRequest.model_validate({**CHAT, **options, "stream": False})
+    assert CompletionRequest.model_validate({**BASE, **options, "stream": True}).stream_options.include_usage

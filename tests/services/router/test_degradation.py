@@ -11,7 +11,8 @@ from services.launcher.plan import build_plan
 from services.router.api import ApiError
 from services.router.pdd import _relay_load, relay_dispatches
 from services.router.pipelines import Job, Peers, raise_pipeline_error
-from services.router.prefill_target import PrefillTarget, prefill_any
+from services.router.degraded import relay_retry, retried_on_relay
+from services.router.prefill_target import PrefillTarget, no_prefill_reachable, prefill_any
 from services.scenario import load_scenario
 from services.types import Role
 from services.rpc import pb
@@ -125,6 +126,53 @@ async def test_when_every_prefill_pool_is_down_the_request_fails_with_503():
     with pytest.raises(grpc.aio.AioRpcError):
         await prefill_any(peers, object(), Job("r", [1, 2], 4, 0, 0.0), target)
     assert peers.prefill["prefill"].calls == peers.prefill["prefill-b"].calls == 1
+
+
+async def test_only_a_prefill_no_pool_answered_lets_the_decode_pool_prefill_itself():
+    loop = asyncio.get_running_loop()
+
+    def failed(code: grpc.StatusCode) -> asyncio.Future:
+        call = loop.create_future()
+        call.set_exception(_rpc_error(code, "x"))
+        return call
+
+    unreachable = failed(grpc.StatusCode.UNAVAILABLE)
+    assert no_prefill_reachable(unreachable, _rpc_error(grpc.StatusCode.CANCELLED, "cancelled by prefill"))
+    for refused in (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.INVALID_ARGUMENT,
+                    grpc.StatusCode.FAILED_PRECONDITION):  # prefill's own answers are the request's
+        assert not no_prefill_reachable(failed(refused), asyncio.CancelledError())
+    running = loop.create_future()  # the decoder failed while prefill still works
+    assert not no_prefill_reachable(running, _rpc_error(grpc.StatusCode.UNAVAILABLE, "decode went away"))
+    running.cancel()
+
+
+async def test_a_cancelled_request_is_never_retried_without_prefill():
+    unreachable = asyncio.get_running_loop().create_future()
+    unreachable.set_exception(_rpc_error(grpc.StatusCode.UNAVAILABLE, "x"))
+
+    waiting = asyncio.Event()
+
+    async def the_request() -> bool:
+        try:
+            waiting.set()
+            await asyncio.Event().wait()
+        except asyncio.CancelledError as exc:  # the client left (or the deadline): still a cancellation
+            return no_prefill_reachable(unreachable, exc)
+
+    task = asyncio.ensure_future(the_request())
+    await waiting.wait()
+    task.cancel()
+    assert await task is False
+
+
+def test_a_p_md_failure_before_token_0_goes_to_the_relay_under_its_own_id():
+    assert retried_on_relay(ApiError(503, "decode failed: KV transfer failed"))
+    assert retried_on_relay(ApiError(502, "token feed from main-decode broke"))
+    assert not any(retried_on_relay(ApiError(status, "x")) for status in (400, 429, 504))
+    job = Job("r7", [1, 2, 3], 4, 9, 1.5)
+    retry = relay_retry(job)
+    assert retry.request_id == "r7/relay" and retry.prompt is job.prompt and retry.timeline is job.timeline
+    assert (retry.max_tokens, retry.seed, retry.received_unix) == (4, 9, 1.5)
 
 
 async def test_a_prefill_gone_once_the_relay_finished_fails_nothing_and_names_no_other_stage():

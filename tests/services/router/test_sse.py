@@ -66,3 +66,13 @@ def test_a_token_chunk_can_carry_its_logprobs():
     assert first["choices"][0]["logprobs"]["content"][0]["logprob"] == -0.5
     plain = _data(ChunkEncoder("r4", 0, "m", chat=False).token_logprobs("be ", {"tokens": ["be "]}))
     assert plain["choices"][0]["text"] == "be " and plain["choices"][0]["logprobs"] == {"tokens": ["be "]}
+
+
+def test_every_chunk_of_a_choice_names_its_index():
+    chat, text = ChunkEncoder("r4", 0, "m", chat=True, index=3), ChunkEncoder("r4", 0, "m", chat=False, index=2)
+    assert _data(chat.token("a ", first=True))["choices"][0]["index"] == 3
+    assert _data(chat.token("b "))["choices"][0]["index"] == 3
+    assert _data(chat.token_logprobs("c ", {"content": []}))["choices"][0]["index"] == 3
+    assert _data(chat.finish("stop", {}))["choices"][0]["index"] == 3
+    assert _data(text.token("d "))["choices"][0]["index"] == 2 and _data(text.finish("length", {}))["choices"][0][
+        "index"] == 2
