@@ -45,6 +45,7 @@ class Router:
         self.scenario = plan.scenario
         self.model = load_model(plan.scenario.model)
         self.tokenizer = WordTokenizer(self.model.vocab_size)
+        self.tokenizer.spell_vocabulary()  # every streamed token's text is then a lookup, from the first request
         self.metrics = RouterMetrics(registry, plan.scenario.model, plan.scenario.wan.rate_bps)
         self.peers: Peers | None = None
         self.inflight = 0
