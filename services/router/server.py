@@ -32,7 +32,7 @@ from services.router.fanout import plan_jobs
 from services.router.intake import PromptIds, checked_ids
 from services.router.metrics import RouterMetrics
 from services.router.pipelines import Finished, Job, Peers, Token, pipeline_for
-from services.router.sse import DONE, ChunkEncoder, error_event
+from services.router.sse import DONE, ChunkEncoder, error_event, text_json
 from services.router.whole import respond_whole
 
 log = logging.getLogger(__name__)
@@ -45,7 +45,11 @@ class Router:
         self.scenario = plan.scenario
         self.model = load_model(plan.scenario.model)
         self.tokenizer = WordTokenizer(self.model.vocab_size)
-        self.tokenizer.spell_vocabulary()  # every streamed token's text is then a lookup, from the first request
+        # Every word and its JSON literal known from the start: a streamed token's text and its chunk's
+        # text field are then lookups, from the first request on.
+        self.tokenizer.spell_vocabulary()
+        for token_id in range(self.model.vocab_size):
+            text_json(self.tokenizer.token_text(token_id))
         self.metrics = RouterMetrics(registry, plan.scenario.model, plan.scenario.wan.rate_bps)
         self.peers: Peers | None = None
         self.inflight = 0
