@@ -193,9 +193,11 @@ class DecodeService(RelayServicer, pb_grpc.DecodeServicer):
             return
         self.handoffs[outcome.mode.value] += 1
 
-        def timed(event) -> bool:  # offered every event first: the stall ends with main decode's first token
-            if type(event) is TokenEvent and not stats.handoff_stall_s:
+        def timed(event) -> bool:  # the stall ends with main decode's first token
+            if type(event) is TokenEvent:
                 stats.handoff_stall_s = time.time() - outcome.started_unix
+                # Every later token goes straight to the feed: this check would cost each of them a call.
+                outcome.handle.forward(sink)
             return sink is not None and sink(event)
 
         async for event in self._stream(outcome.handle, stats, hit_from_engine=False, sink=timed):

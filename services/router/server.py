@@ -34,7 +34,7 @@ from services.router.intake import PromptIds, checked_ids
 from services.router.metrics import RouterMetrics
 from services.router.outcomes import RequestOutcomes
 from services.router.pipelines import Finished, Job, Peers, Token, pipeline_for
-from services.router.sse import DONE, ChunkEncoder
+from services.router.sse import DONE, ChunkEncoder, text_json
 from services.router.whole import respond_whole
 
 log = logging.getLogger(__name__)
@@ -47,6 +47,11 @@ class Router(RequestOutcomes):
         self.scenario = plan.scenario
         self.model = load_model(plan.scenario.model)
         self.tokenizer = WordTokenizer(self.model.vocab_size)
+        # Every word and its JSON literal known from the start: a streamed token's text and its chunk's
+        # text field are then lookups, from the first request on.
+        self.tokenizer.spell_vocabulary()
+        for token_id in range(self.model.vocab_size):
+            text_json(self.tokenizer.token_text(token_id))
         self.metrics = RouterMetrics(registry, plan.scenario.model, plan.scenario.wan.rate_bps)
         self.peers: Peers | None = None
         self.inflight = 0

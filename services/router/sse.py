@@ -23,7 +23,7 @@ def _json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
-@functools.lru_cache(maxsize=1 << 17)  # about a vocabulary's worth: a word is encoded once, not per token
+@functools.lru_cache(maxsize=1 << 18)  # more than any vocabulary: a word is encoded once, not per token
 def text_json(text: str) -> bytes:
     """A token's text as a JSON string literal.
 

@@ -23,8 +23,8 @@ SCENARIO = load_scenario("pd-intra-mini")
 MODEL = load_model(SCENARIO.model)
 
 
-def _stream(url: str, prompt: list[int], max_tokens: int) -> tuple[list[str], list[float]]:
-    """The text of each token chunk and the moment its line reached the client."""
+def _stream(url: str, prompt: list[int], max_tokens: int, ends: dict | None = None) -> tuple[list[str], list[float]]:
+    """The text of each token chunk and the moment its line reached the client; `ends` gets the `pdd` object."""
     body = json.dumps({"model": SCENARIO.model, "prompt": prompt, "max_tokens": max_tokens, "stream": True})
     request = urllib.request.Request(f"{url}/v1/completions", data=body.encode(), method="POST",
                                      headers={"content-type": "application/json"})
@@ -37,7 +37,16 @@ def _stream(url: str, prompt: list[int], max_tokens: int) -> tuple[list[str], li
             if choice["finish_reason"] is None:
                 texts.append(choice["text"])
                 times.append(time.perf_counter())
+            elif ends is not None:
+                ends.update(json.loads(line[len(b"data: "):])["pdd"])
     return texts, times
+
+
+def _decode_steps(scenario, role: str, context: int, count: int) -> list[float]:
+    """The roofline's decode step times of a lone sequence on `role`'s pool, from `context` tokens on."""
+    pool = next(p for p in scenario.pools if p.role.value == role)
+    clock = RooflineClock.for_names(pool.gpu, scenario.model, tp=pool.tp)
+    return [clock.step_seconds(StepBatch(decode_contexts=(context + i,))) for i in range(1, count + 1)]
 
 
 def _expected_text(prompt: list[int], max_tokens: int) -> str:
@@ -75,10 +84,36 @@ def test_each_token_reaches_the_client_at_the_end_of_its_decode_step(mesh):
     prompt = [(i * 977) % 30000 for i in range(2000)]
     _stream(url, [1, 2, 3], 4)  # the feed is open from here on
     _, times = _stream(url, prompt, 120)
-    pool = next(p for p in SCENARIO.pools if p.role.value == "decode")
-    clock = RooflineClock.for_names(pool.gpu, SCENARIO.model, tp=pool.tp)
-    steps = [clock.step_seconds(StepBatch(decode_contexts=(len(prompt) + i,))) for i in range(1, 120)]
+    steps = _decode_steps(SCENARIO, "decode", len(prompt), 119)
     gaps = [b - a for a, b in zip(times, times[1:])]
     # Tokens held back and sent in bursts would make most gaps near zero; late ones would stretch them.
     assert_close(statistics.median(gaps), statistics.median(steps), rel=0.3, abs_=0.002, what="median gap")
     assert_close(times[-1] - times[0], sum(steps), rel=0.15, abs_=0.02, what="first to last token")
+
+
+@pytest.fixture(scope="module")
+def pdd_mesh(tmp_path_factory):
+    with running_mesh("pdd-mini", tmp_path_factory.mktemp("token-stream-pdd")) as url:
+        yield url
+
+
+def test_relayed_tokens_and_main_decodes_leave_at_their_own_step_ends(pdd_mesh):
+    """P-RLD-MD: the relay's tokens at the relay's decode steps, main decode's at its own, the text exact."""
+    pdd_scenario = load_scenario("pdd-mini")
+    prompt = [(i * 7919 + 3 * 104729) % 50000 for i in range(8000)]  # its KV takes about 0.85 s over the WAN
+    _stream(pdd_mesh, [1, 2, 3], 4)  # opens the feeds
+    ends: dict = {}
+    texts, times = _stream(pdd_mesh, prompt, 200, ends)
+    assert ends["pipeline"] == "P-RLD-MD" and ends["rld_tokens"] > 10 and ends["md_tokens"] > 10
+    assert len(texts) == 200  # one chunk per token
+    assert "".join(texts).encode() == _expected_text(prompt, 200).encode()
+    cut = ends["handoff"]["cut"]
+    relay_gaps = [b - a for a, b in zip(times[:cut], times[1:cut])]
+    relay_steps = _decode_steps(pdd_scenario, "relay-decode", len(prompt), cut - 1)
+    assert_close(statistics.median(relay_gaps), statistics.median(relay_steps), rel=0.3, abs_=0.002,
+                 what="median gap of the relay's tokens")
+    # Main decode's first token ends the handoff stall; from the next one on, its decode steps set the pace.
+    main_gaps = [b - a for a, b in zip(times[cut:], times[cut + 1:])]
+    main_steps = _decode_steps(pdd_scenario, "main-decode", len(prompt) + cut, len(main_gaps))
+    assert_close(statistics.median(main_gaps), statistics.median(main_steps), rel=0.3, abs_=0.002,
+                 what="median gap of main decode's tokens")
