@@ -44,7 +44,8 @@ async def test_open_loop_agentic_run_writes_records_and_summary(fake_router, tmp
         # the client's expected hit is exactly what the server's prefix cache found
         assert r["hit_rate"] * r["prompt_tokens"] == pytest.approx(served[r["id"]].hit_tokens)
         assert r["pdd"]["prefill_hit_tokens"] == served[r["id"]].hit_tokens
-    assert summary.hit_rate_mean > 0.3  # later turns really reuse earlier ones
+    later = [r["hit_rate"] for r in records if not r["id"].endswith("-t0")]
+    assert later and sum(later) / len(later) > 0.3  # later turns really reuse earlier ones
     assert summary.model_dump()["sla"] == {"ttft_s": 5.0, "tpot_s": 0.1}
     assert summary.interrupted is False
 

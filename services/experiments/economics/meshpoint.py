@@ -17,7 +17,8 @@ from pathlib import Path
 
 from loadgen.spec import parse_spec
 from services.experiments.dilation import dilation_for
-from services.experiments.economics.loadpoint import PointResult, PointStats, Quantiles
+from services.experiments.economics.loadpoint import PointResult
+from services.experiments.economics.window import Snapshot, point_of
 from services.experiments.meshrun import MeshRun, get_json, records_of, run_deployment
 from services.experiments.paper import expected_request_rate
 from services.experiments.population import Step
@@ -27,7 +28,6 @@ from services.scenario import Scenario
 from services.types import Role
 
 POLL_S = 1.0  # real seconds between /stats snapshots
-Snapshot = tuple[float, dict[str, dict]]  # (real seconds since the climb began, stats per service)
 
 
 @dataclass
@@ -75,48 +75,5 @@ def _window(snapshots: list[Snapshot], step: StepResult, dilation: float) -> lis
     return [s for s in snapshots if start <= s[0] <= end]
 
 
-def _engines(snapshot: dict[str, dict], *roles: Role) -> list[dict]:
-    values = {r.value for r in roles}
-    return [e for stats in snapshot.values() if stats.get("role") in values for e in stats["instances"].values()]
-
-
-def _delta(first: dict, last: dict, roles: tuple[Role, ...], key: str) -> float:
-    return sum(e[key] for e in _engines(last, *roles)) - sum(e[key] for e in _engines(first, *roles))
-
-
-def window_stats(window: list[Snapshot], scenario: Scenario) -> dict:
-    """Engine-side validity inputs over a window of snapshots; {} with fewer than two."""
-    if len(window) < 2:
-        return {}
-    (t0, first), (t1, last) = window[0], window[-1]
-    prefill, decode, relay = (Role.PREFILL,), (Role.DECODE, Role.MAIN_DECODE), (Role.RELAY_DECODE,)
-    instances = len(_engines(last, *prefill))
-    queried = _delta(first, last, prefill, "prefix_cache_query_tokens")
-    hit = sum(_delta(first, last, prefill, key) for key in ("prefix_cache_hit_tokens", "host_cache_hit_tokens"))
-    steps = _delta(first, last, decode, "steps")
-    usage = [sum(e["kv_blocks_used"] for e in _engines(s, *decode)) / max(1, sum(e["kv_blocks_total"] for e in
-             _engines(s, *decode))) for _, s in window]
-    has_relay = bool(scenario.pools_with(Role.RELAY_DECODE))
-    return {
-        "prefill_busy": _delta(first, last, prefill, "busy_seconds") / ((t1 - t0) * instances) if instances else None,
-        "prefill_hit": hit / queried if queried else None,
-        "md_batch_mean": _delta(first, last, decode, "decode_tokens") / steps if steps else None,
-        "md_kv_usage": max(usage),
-        "rld_queue_max": max(sum(e["waiting"] for e in _engines(s, *relay)) for _, s in window) if has_relay
-        else None,
-    }
-
-
-def _q(p) -> Quantiles:
-    return Quantiles(p.p50, p.p90, p.p99)
-
-
 def _point(run: MeshRun, step: StepResult, seed: int, window: list[Snapshot]) -> PointResult:
-    s = step.summary
-    crosses = any(p.dc != run.scenario.pools[0].dc for p in run.scenario.pools)
-    stats = PointStats(planned_hit=s.hit_rate_mean, wan_utilisation=run.wan_utilisation(step) if crosses else None,
-                       rld_token_share=s.rld_token_share, pipelines=dict(s.pipelines),
-                       **window_stats(window, run.scenario))
-    ttfts = tuple(r["ttft_s"] for r in records_of(step) if r.get("ttft_s") is not None)
-    return PointResult(step.window.users, seed, s.sent, s.sla_attainment, step.goodput_rps, step.request_rate,
-                       _q(s.ttft_s), _q(s.tpot_s), _q(s.e2e_s), stats, ttfts)
+    return point_of(run.scenario, step, seed, window, records_of(step))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.experiments.economics.meshpoint import window_stats
+from services.experiments.economics.window import window_stats
 from services.scenario import load_scenario
 
 
