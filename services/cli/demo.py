@@ -3,6 +3,10 @@
 For every scenario in turn: start its mesh as local processes, run the
 open-loop benchmark client against its router for `--duration` seconds, stop
 the mesh. Then `loadgen.report` writes the table, the plots and index.html.
+Beside the live meshes, the economics experiment answers "does PDD pay?" in the
+simulator (`experiment economics --quick`, docs/results.md "Economics"): each
+mini deployment's goodput within SLA on a grid of agent populations, its cost,
+and the BCR gain that follows; `--economics off` skips it.
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     demo.add_argument("--duration", type=float, default=60.0, help="seconds of load per scenario")
     demo.add_argument("--seed", type=int, default=0, help="workload seed, the same for every scenario")
     demo.add_argument("--out", type=Path, default=Path("out"), help="where runs and the report go")
+    demo.add_argument("--economics", choices=("quick", "off"), default="quick",
+                      help="after the meshes, the simulated economics comparison (default: %(default)s)")
     demo.set_defaults(func=cmd_demo)
 
 
@@ -76,4 +82,17 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print()
     print(report.markdown)
     print(f"\nreport: {report.index.resolve()}  ({time.monotonic() - started_at:.0f} s)")
+    if args.economics == "quick":
+        _economics(args.out / "economics")
     return 0
+
+
+def _economics(out: Path) -> None:
+    """Does PDD pay? The simulated mini-scale economics, its table and where each figure comes from."""
+    from services.experiments.runner import run_experiment
+
+    print("\n== economics, simulated (experiment economics --quick): max goodput within SLA per $/h", flush=True)
+    result = asyncio.run(run_experiment("economics", True, out, lambda line: print(line, flush=True)))
+    print(result.markdown())
+    print(f"economics: {(out / 'report.md').resolve()}; formulas and the report-scale run: docs/results.md, "
+          f"\"Economics\" (pdd-emu experiment economics)")

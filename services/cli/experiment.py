@@ -1,6 +1,7 @@
-"""`pdd-emu experiment NAME [--quick] [--seeds N] [--out DIR] [--json]`: reproduce one measurement of the PDD report.
+"""`pdd-emu experiment NAME [--quick] [--seeds N] [--backend B] [--out DIR] [--json]`: reproduce one measurement.
 
-NAME is paper, bathtub, handoff, wan or economics (docs/results.md); --seeds is economics's. The report, figures
+NAME is paper, bathtub, handoff, wan or economics (docs/results.md); --seeds and --backend (simulate, the default,
+or mesh) are economics's. The report, figures
 and result.json go to OUT/NAME; the table "paper | emulated | ratio" is
 printed, or with --json one JSON object of the headline figures.
 """
@@ -22,6 +23,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("name", choices=NAMES, help="which measurement")
     p.add_argument("--quick", action="store_true", help="a short run that shows the direction of each effect")
     p.add_argument("--seeds", type=int, default=1, help="economics: seeds per load point (mean and spread)")
+    p.add_argument("--backend", choices=("simulate", "mesh"), default=None,
+                   help="economics: run the load points in the simulator (default) or the real-time mesh (mini "
+                        "presets only, with --quick)")
     p.add_argument("--out", type=Path, default=Path("out/experiments"), help="reports go to OUT/NAME")
     p.add_argument("--json", action="store_true", help="print only the headline figures, as one JSON object")
     p.set_defaults(func=cmd_experiment)
@@ -33,7 +37,6 @@ def _interrupt(signum, frame) -> None:
 
 def cmd_experiment(args: argparse.Namespace) -> int:
     from services.cli.errors import fail
-    from services.experiments.economics.experiment import BackendMissing
     from services.experiments.runner import SEEDED, run_experiment
 
     signal.signal(signal.SIGTERM, _interrupt)
@@ -41,12 +44,13 @@ def cmd_experiment(args: argparse.Namespace) -> int:
         (lambda line: print(line, flush=True))
     if args.seeds < 1:
         fail(f"--seeds must be at least 1, got {args.seeds}")
-    if args.seeds != 1 and args.name not in SEEDED:
-        fail(f"--seeds applies to {', '.join(SEEDED)} only, not to {args.name}")
-    try:
-        result = asyncio.run(run_experiment(args.name, args.quick, args.out / args.name, log, args.seeds))
-    except BackendMissing as exc:
-        fail(str(exc))
+    for flag, value, default in (("--seeds", args.seeds, 1), ("--backend", args.backend, None)):
+        if value != default and args.name not in SEEDED:
+            fail(f"{flag} applies to {', '.join(SEEDED)} only, not to {args.name}")
+    if args.backend == "mesh" and not args.quick:
+        fail("--backend mesh runs the mini presets only: add --quick (the report's scale needs the simulator)")
+    result = asyncio.run(run_experiment(args.name, args.quick, args.out / args.name, log, args.seeds,
+                                        args.backend or "simulate"))
     if args.json:
         print(json.dumps(result.headline))
     else:

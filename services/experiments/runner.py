@@ -60,24 +60,26 @@ async def _wan(quick: bool, out: Path, log: Log) -> ExperimentResult:
     return await wan_experiment(quick, out, log)
 
 
-async def _economics(quick: bool, out: Path, log: Log, seeds: int = 1) -> ExperimentResult:
+async def _economics(quick: bool, out: Path, log: Log, seeds: int = 1, backend: str = "simulate"
+                     ) -> ExperimentResult:
     from services.experiments.economics.experiment import economics_experiment
 
-    return await economics_experiment(quick, out, log, seeds)
+    return await economics_experiment(quick, out, log, seeds, backend)
 
 
 EXPERIMENTS: dict[str, Callable[..., Awaitable[ExperimentResult]]] = {
     "paper": _paper, "bathtub": _bathtub, "handoff": _handoff, "wan": _wan, "economics": _economics,
 }
-SEEDED = ("economics",)  # the experiments that take --seeds
+SEEDED = ("economics",)  # the experiments that take --seeds and --backend
 
 
-async def run_experiment(name: str, quick: bool, out: Path, log: Log = print, seeds: int = 1) -> ExperimentResult:
+async def run_experiment(name: str, quick: bool, out: Path, log: Log = print, seeds: int = 1,
+                         backend: str = "simulate") -> ExperimentResult:
     if name not in EXPERIMENTS:
         raise ValueError(f"unknown experiment {name!r}; choose one of {', '.join(EXPERIMENTS)}")
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    result = await EXPERIMENTS[name](quick, out, log, **({"seeds": seeds} if name in SEEDED else {}))
+    result = await EXPERIMENTS[name](quick, out, log, **({"seeds": seeds, "backend": backend} if name in SEEDED else {}))
     result.wall_s = time.monotonic() - started
     (out / "result.json").write_text(json.dumps({"headline": result.headline, "quick": quick,
                                                  "wall_s": result.wall_s, **result.data}, indent=2,

@@ -10,8 +10,8 @@ from pathlib import Path
 QUICK_LIMIT_S = 600  # every quick variant must finish within ten minutes on two cores
 
 
-def quick_headline(name: str, out: Path) -> dict:
+def quick_headline(name: str, out: Path, *extra: str) -> dict:
     proc = subprocess.run([sys.executable, "-m", "services.cli", "experiment", name, "--quick", "--json",
-                           "--out", str(out)], capture_output=True, text=True, timeout=QUICK_LIMIT_S)
+                           "--out", str(out), *extra], capture_output=True, text=True, timeout=QUICK_LIMIT_S)
     assert proc.returncode == 0, f"experiment {name} failed ({proc.returncode}):\n{proc.stderr[-4000:]}"
     return json.loads(proc.stdout.strip().splitlines()[-1])

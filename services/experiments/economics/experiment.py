@@ -1,16 +1,16 @@
-"""`experiment economics`: the method on the mesh at mini scale (--quick), on the simulator at the report's scale.
+"""`experiment economics`: the method on the simulator at the report's scale, or at mini scale (--quick).
 
---quick runs pd-intra-mini, pd-cross-mini and pdd-mini in the real-time mesh
-on a short grid of agent populations (one mesh per deployment and seed). The
-full run needs the simulator backend (`pdd-emu simulate`); without it the run
-stops with BackendMissing rather than pretending at a scale the mesh cannot
-reach on one machine. The full run adds the iso-cost arms (arms.py) and the
-sensitivity of the headline figure to every assumed parameter (sensitivity.py).
+The full run searches the knee of each report-scale deployment (arms.py) in
+the simulator (simpoint.py), then adds the iso-cost arms and the sensitivity
+of the headline figure to every assumed parameter (sensitivity.py). --quick
+runs pd-intra-mini, pd-cross-mini and pdd-mini on a short grid of agent
+populations, in the simulator or, with backend "mesh", in the real-time mesh
+(one mesh per deployment and seed): the same mini experiment on both backends
+is the cross-check between them (docs/results.md, "Economics").
 """
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 
 from services.experiments import reported
@@ -22,41 +22,38 @@ from services.experiments.economics.loadpoint import LoadPointRunner
 from services.experiments.economics.meshpoint import MeshPoints
 from services.experiments.economics.method import Outcome, Plan, run_method
 from services.experiments.economics.sensitivity import PARAMETERS, tornado
+from services.experiments.economics.simpoint import SimulatedPoints
 from services.experiments.paper import WORKLOAD
 from services.experiments.runner import ExperimentResult
 from services.scenario import load_scenario
 
 QUICK_WORKLOAD = "agentic:context=16K,output=256..512,turns=6"  # outputs long enough to outlast the handoff
 QUICK_LOADS = (4.0, 12.0)
-SIMULATOR_MODULE = "services.experiments.economics.simpoint"  # the simulator's backend, a sibling of meshpoint
 TORNADO_FIGURE = "bcr_gain"
+QUICK_WARMUP_S, QUICK_MEASURE_S = 30.0, 60.0  # emulated: a mini point's warm-up and window in the simulator
+BACKENDS = ("simulate", "mesh")
 
 
-class BackendMissing(RuntimeError):
-    """The run needs a backend this installation does not have."""
+def _runner(backend: str, quick: bool, out: Path) -> LoadPointRunner:
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    if backend == "mesh":
+        if not quick:
+            raise ValueError("the mesh backend runs the mini presets only (--quick); the report's scale needs the "
+                             "simulator")
+        return MeshPoints(out)
+    return SimulatedPoints(out, QUICK_WARMUP_S, QUICK_MEASURE_S) if quick else SimulatedPoints(out)
 
 
-def simulator_backend(out: Path) -> LoadPointRunner:
-    try:
-        module = importlib.import_module(SIMULATOR_MODULE)
-    except ModuleNotFoundError as exc:
-        if exc.name != SIMULATOR_MODULE:
-            raise
-        raise BackendMissing("the report-scale economics run needs the simulator backend (pdd-emu simulate), "
-                             "which this installation does not have; run it with --quick for the mini-scale "
-                             "method on the real-time mesh") from None
-    return module.SimulatedPoints(out)
-
-
-async def economics_experiment(quick: bool, out: Path, log=print, seeds: int = 1) -> ExperimentResult:
+async def economics_experiment(quick: bool, out: Path, log=print, seeds: int = 1, backend: str = "simulate"
+                               ) -> ExperimentResult:
     if seeds < 1:
         raise ValueError(f"--seeds must be at least 1, got {seeds}")
     seed_list = tuple(range(seeds))
+    runner = _runner(backend, quick, out / "runs")
     if quick:
-        runner: LoadPointRunner = MeshPoints(out / "runs")
         presets, plan = MINI, Plan(QUICK_WORKLOAD, seed_list, loads=QUICK_LOADS)
     else:
-        runner = simulator_backend(out / "runs")
         presets, plan = DEPLOYMENTS, Plan(WORKLOAD, seed_list)
     log(f"economics on the {runner.backend} backend: {', '.join(presets.values())}; seeds {list(seed_list)}")
     outcome = await run_method(runner, {k: load_scenario(v) for k, v in presets.items()}, plan, log)

@@ -1,4 +1,4 @@
-"""`pdd-emu experiment economics` as a user runs it: the quick run on the mesh, the full run's refusal."""
+"""`pdd-emu experiment economics` as a user runs it: the quick run in the simulator and in the mesh."""
 
 from __future__ import annotations
 
@@ -16,26 +16,31 @@ from tests.experiments.cli import quick_headline
 KEYS = {"ttft_p99_reduction", "goodput_gain", "bcr_gain", "cost_reduction", "rld_token_share", "singular_share"}
 
 
-def test_the_report_scale_run_says_it_needs_the_simulator(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "services.cli", "experiment", "economics", "--json", "--out",
-                           str(tmp_path)], capture_output=True, text=True, timeout=120)
+def _experiment(tmp_path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "services.cli", "experiment", *args, "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_the_mesh_backend_runs_only_the_mini_scale(tmp_path):
+    proc = _experiment(tmp_path, "economics", "--backend", "mesh", "--json")
     assert proc.returncode == 2 and proc.stdout == ""
-    assert "needs the simulator backend" in proc.stderr and "--quick" in proc.stderr
+    assert "mini presets only" in proc.stderr and "--quick" in proc.stderr
+    proc = _experiment(tmp_path, "wan", "--quick", "--backend", "simulate")
+    assert proc.returncode == 2 and "--backend applies to economics only" in proc.stderr
 
 
 def test_seeds_must_be_positive(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "services.cli", "experiment", "economics", "--quick", "--seeds",
-                           "0", "--out", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    proc = _experiment(tmp_path, "economics", "--quick", "--seeds", "0")
     assert proc.returncode == 2 and "--seeds must be at least 1" in proc.stderr
-    proc = subprocess.run([sys.executable, "-m", "services.cli", "experiment", "wan", "--quick", "--seeds", "3",
-                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    proc = _experiment(tmp_path, "wan", "--quick", "--seeds", "3")
     assert proc.returncode == 2 and "--seeds applies to economics only" in proc.stderr
 
 
 @pytest.mark.slow
 @pytest.mark.integration
-def test_quick_run_prints_consistent_headline_figures(tmp_path):
-    headline = quick_headline("economics", tmp_path)
+@pytest.mark.parametrize("backend", ["simulate", "mesh"])
+def test_quick_run_prints_consistent_headline_figures(tmp_path, backend):
+    headline = quick_headline("economics", tmp_path, "--backend", backend)
     assert set(headline) == KEYS
     expected = 1 - cost_per_hour(load_scenario("pdd-mini")) / cost_per_hour(load_scenario("pd-intra-mini"))
     assert headline["cost_reduction"] == pytest.approx(expected)
@@ -43,7 +48,7 @@ def test_quick_run_prints_consistent_headline_figures(tmp_path):
     assert 0 <= headline["rld_token_share"] < 0.5 and 0 <= headline["singular_share"] < 0.5
     assert headline["ttft_p99_reduction"] < 1
     result = json.loads((tmp_path / "economics" / "result.json").read_text())
-    assert result["backend"] == "mesh" and result["identity_gap"] == pytest.approx(0.0, abs=1e-9)
+    assert result["backend"] == backend and result["identity_gap"] == pytest.approx(0.0, abs=1e-9)
     for key in ("pd-intra", "pd-cross", "pdd"):
         deployment = result["deployments"][key]
         assert deployment["method"] == "grid" and len(deployment["points"]) >= 1

@@ -1,0 +1,51 @@
+"""The simulator as a load-point backend: one simulated run per (deployment, load, seed), in virtual time.
+
+A load is a population of agents, as on the mesh (meshpoint.py): closed-loop
+sessions that think between turns, here the simulator's `concurrency`. The run
+warms for `warmup_s` emulated seconds (the cold start's first turns, which no
+line or cache is sized for), then measures `measure_s`; the window keeps the
+requests sent in it, and the validity inputs are the changes of the engines'
+counters over the same window, read from the simulated services' /stats
+snapshots with the mesh backend's own function (docs/results.md, "Economics:
+method"). Each run is its own virtual loop in a worker thread, so the search's
+event loop is never virtual.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+
+from loadgen.summary import SlaConfig
+from services.experiments.economics.loadpoint import PointResult
+from services.experiments.economics.window import point_of
+from services.experiments.population import Window
+from services.experiments.steady import write_window
+from services.scenario import Scenario
+from services.scenario.cost import cost_per_hour
+from services.simulate.run import run_simulation
+
+
+@dataclass
+class SimulatedPoints:
+    """Population loads on the simulator; every duration is emulated seconds."""
+
+    out_dir: Path
+    warmup_s: float = 120.0  # several agent turns (think 10 s + a 64K turn), so sessions reach their later turns
+    measure_s: float = 300.0  # 5 emulated minutes: at 10 req/s, 3000 requests for the P99
+    backend: str = "simulate"
+
+    async def run_point(self, scenario: Scenario, workload: str, load: float, seed: int) -> PointResult:
+        users = max(1, int(load))
+        run = await asyncio.to_thread(run_simulation, scenario, workload, concurrency=users,
+                                      duration_s=self.warmup_s + self.measure_s, seed=seed)
+        window = Window(users, self.warmup_s, self.warmup_s + self.measure_s)
+        records = [r if isinstance(r, dict) else dataclasses.asdict(r) for r in run.records]
+        step = write_window(records, window, self.out_dir / f"{scenario.name}-seed{seed}" / f"users-{users}",
+                            SlaConfig(ttft_s=scenario.sla.ttft_s, tpot_s=scenario.sla.tpot_s), scenario.name,
+                            workload, cost_per_hour(scenario))
+        snapshots = [snap for snap in run.snapshots if window.start_s <= snap[0] <= window.end_s]
+        kept = [r for r in records if window.start_s <= r["send_s"] < window.end_s]
+        return point_of(scenario, step, seed, snapshots, kept)
