@@ -153,13 +153,13 @@ def kernel_takeover(plan: MeshPlan, runner: str, report: Callable[[str], None]) 
     from netem.kernel import Interface, KernelLink, KernelUnsupported
     from netem.kernel.backend import check_available
 
-    # Held from here, before any line is reported: a stop sent as soon as a line appears is then
+    # Caught from here, before any line is reported: a stop sent as soon as a line appears is then
     # taken by _wait_for_stop (and the links get their settings back), never fatal halfway.
-    signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+    stop = _catch_stop()
     wan = [link for link in plan.links if link.runner == runner and link.kind == "wan"]
     if not wan:
         report(f"pdd-emu compose netem: {runner} runs no WAN link in this plan; nothing to shape")
-        return _wait_for_stop()
+        return _wait_for_stop(stop)
     kv = next((link for link in wan if link.purpose == "kv"), wan[0])
     config = real_link_config(kv, plan.scenario.byte_scale)
     shapers: list[KernelLink] = []
@@ -173,7 +173,7 @@ def kernel_takeover(plan: MeshPlan, runner: str, report: Callable[[str], None]) 
             shaper.clear()
         report(f"pdd-emu compose netem: kernel netem unavailable: {err.reason}; {runner} keeps shaping its "
                f"{len(wan)} WAN link(s) in userspace")
-        return _wait_for_stop()
+        return _wait_for_stop(stop)
     bases = [f"http://127.0.0.1:{link.control_port}" for link in wan]
     token = os.environ.get(TOKEN_ENV)
     saved = [_call_or_none(base, "GET", None, token) for base in bases]
@@ -183,7 +183,7 @@ def kernel_takeover(plan: MeshPlan, runner: str, report: Callable[[str], None]) 
     report(f"pdd-emu compose netem: kernel netem shapes {runner}'s WAN on {names} (delay {config.up.delay * 1e3:g} "
            f"ms, {(config.up.rate or 0) / 1e6:g} Mbit/s real); userspace shaping of {len(wan)} link(s) off")
     try:
-        return _wait_for_stop()
+        return _wait_for_stop(stop)
     finally:
         for base, config_before in zip(bases, saved):
             if config_before is not None:
@@ -208,10 +208,24 @@ def _interfaces() -> list[str]:
         return sorted(name for link in ipr.get_links() if (name := link.get_attr("IFLA_IFNAME")) != "lo")
 
 
-_STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
-def _wait_for_stop() -> int:
-    """Until SIGTERM or SIGINT (kernel_takeover blocked them, so none is lost before this wait)."""
-    signal.sigwait(_STOP_SIGNALS)
+def _catch_stop() -> int:
+    """A pipe that SIGTERM or SIGINT writes to, from whichever thread the kernel hands the signal.
+
+    Blocking the signals instead (and sigwait) holds only in the threads that block them: a thread
+    an import started earlier would take a stop sent in the moment before the wait, and die of it.
+    """
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    signal.set_wakeup_fd(write_end)
+    for sig in _STOP_SIGNALS:
+        signal.signal(sig, lambda signum, frame: None)  # the wake-up byte is what ends the wait
+    return read_end
+
+
+def _wait_for_stop(stop: int) -> int:
+    """Until SIGTERM or SIGINT (caught since _catch_stop, so none is lost before this wait)."""
+    os.read(stop, 1)
     return 0
