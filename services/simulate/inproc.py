@@ -9,6 +9,14 @@ the servicer's generator in a task of its own from the moment the call is made
 (as the mesh's server starts the handler when the call arrives), and
 `context.abort` raises the `grpc.aio.AioRpcError` the caller's `except` clauses
 already expect. Messages are passed as objects, never serialised.
+
+Between datacenters the mesh's gRPC channel is one connection through a WAN
+control link (services/scenario/plan.py `control_routes`); here a stub across
+datacenters holds one connection of the same link's VirtualLink (its `wire`),
+and every message rides it at its serialised size: the request "up" before the
+servicer sees it, each reply or stream event "down" before the caller does. A
+stream's events are sent as the servicer yields them and arrive in order, so
+an event leaves at its production time, as in the mesh's HTTP/2 stream.
 """
 
 from __future__ import annotations
@@ -19,8 +27,26 @@ from typing import Any, AsyncIterator, NamedTuple
 
 import grpc
 
+from netem.virtual import VirtualConnection
+
 STREAMING = frozenset({"Generate", "Tokens"})  # the server-streaming methods of proto/pdd/v1/control.proto
 _END = object()
+SMALL_MESSAGE_BYTES = 64  # an event that is not a protobuf message (none in the mesh today): a header's worth
+
+
+def _size(message: Any) -> int:
+    byte_size = getattr(message, "ByteSize", None)
+    return byte_size() if byte_size is not None else SMALL_MESSAGE_BYTES
+
+
+async def _carry(wire: VirtualConnection | None, direction: str, message: Any) -> None:
+    """`message` across the control link's connection; a reset is what gRPC reports as UNAVAILABLE."""
+    if wire is None:
+        return
+    try:
+        await wire.send(direction, _size(message))  # type: ignore[arg-type]
+    except ConnectionResetError as exc:
+        raise InprocRpcError(grpc.StatusCode.UNAVAILABLE, f"connection reset on the control link: {exc}") from None
 
 
 class InprocRpcError(grpc.aio.AioRpcError):
@@ -64,21 +90,42 @@ def _as_rpc_error(exc: BaseException) -> grpc.aio.AioRpcError:
 class StreamCall:
     """A server-streaming call: started at once, read by iterating it, stopped by `cancel()`."""
 
-    def __init__(self, events: AsyncIterator[Any]) -> None:
+    def __init__(self, events: AsyncIterator[Any], wire: VirtualConnection | None = None,
+                 request: Any = None) -> None:
         self._items: deque[Any] = deque()
         self._waiter: asyncio.Future[None] | None = None
-        self._task = asyncio.get_running_loop().create_task(self._pump(events))
+        self._wire = wire
+        self._last: asyncio.Future[None] | None = None  # the latest event still crossing the wire
+        self._task = asyncio.get_running_loop().create_task(self._pump(events, request))
 
-    async def _pump(self, events: AsyncIterator[Any]) -> None:
+    async def _pump(self, events: AsyncIterator[Any], request: Any) -> None:
         try:
+            await _carry(self._wire, "up", request)
             async for event in events:
-                self._put(event)
-            self._put(_END)
+                self._deliver(event)
+            self._deliver(_END)
         except asyncio.CancelledError:
             self._put(InprocRpcError(grpc.StatusCode.CANCELLED, "Locally cancelled by application!"))
             raise
         except BaseException as exc:  # noqa: BLE001 - the client reads it as the call's status
-            self._put(_as_rpc_error(exc))
+            self._deliver(_as_rpc_error(exc))
+
+    def _deliver(self, item: Any) -> None:
+        """`item` to the reader: at once in-process, or once it has crossed the wire after the ones before it."""
+        if self._wire is None:
+            self._put(item)
+            return
+        self._last = asyncio.ensure_future(self._cross(item, self._last))
+
+    async def _cross(self, item: Any, before: asyncio.Future[None] | None) -> None:
+        try:
+            if item is not _END and not isinstance(item, BaseException):
+                await _carry(self._wire, "down", item)
+        except InprocRpcError as reset:
+            item = reset
+        if before is not None:
+            await before
+        self._put(item)
 
     def _put(self, item: Any) -> None:
         self._items.append(item)
@@ -87,6 +134,8 @@ class StreamCall:
             waiter.set_result(None)
 
     def cancel(self) -> bool:
+        if self._last is not None:
+            self._last.cancel()
         return self._task.cancel()
 
     def done(self) -> bool:
@@ -112,21 +161,26 @@ class StreamCall:
 class InprocStub:
     """A stub whose calls are the servicer's own methods, with the mesh's deadlines and errors."""
 
-    def __init__(self, servicer: Any, caller: str = "inproc") -> None:
+    def __init__(self, servicer: Any, caller: str = "inproc", wire: VirtualConnection | None = None) -> None:
         self._servicer = servicer
         self._peer = f"inproc:{caller}"
+        self._wire = wire  # the control link's connection across datacenters; None within one
 
     def __getattr__(self, method: str):
         handler = getattr(self._servicer, method)
+        wire = self._wire
         if method in STREAMING:
             def stream(request, metadata=None, timeout=None, wait_for_ready=None) -> StreamCall:
-                return StreamCall(handler(request, InprocContext(metadata, self._peer)))
+                return StreamCall(handler(request, InprocContext(metadata, self._peer)), wire, request)
             return stream
 
         async def unary(request, timeout=None, metadata=None, wait_for_ready=None):
             try:
                 async with asyncio.timeout(timeout):
-                    return await handler(request, InprocContext(metadata, self._peer))
+                    await _carry(wire, "up", request)
+                    reply = await handler(request, InprocContext(metadata, self._peer))
+                    await _carry(wire, "down", reply)
+                    return reply
             except TimeoutError:
                 raise InprocRpcError(grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline Exceeded") from None
             except asyncio.CancelledError:

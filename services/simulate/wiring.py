@@ -47,7 +47,7 @@ class _Routes:
         self.mesh, self.me = mesh, me
 
     def stub(self, target: str) -> InprocStub:
-        return InprocStub(self.mesh.servicers[target], self.me)
+        return self.mesh.stub(target, self.me)
 
     def sender(self, link: LinkPlan, on_lost: Callable[[list[str]], None]) -> Sender:
         return VirtualKvSender(self.mesh.links[link.name], self.mesh.servicers[link.dst].transfers, on_lost=on_lost)
@@ -64,7 +64,7 @@ class SimulatedMesh:
         scenario = plan.scenario
         # The mesh's links draw from the scenario's seed (services/launcher/processes.py, `--seed`).
         self.links = {link.name: VirtualLink(real_link_config(link, scenario.byte_scale), seed=scenario.seed)
-                      for link in plan.links if link.purpose == "kv"}
+                      for link in plan.links}
         self.processes: dict[str, RoleProcess] = {}
         self.servicers: dict[str, Any] = {}
         for service in plan.services:
@@ -76,7 +76,7 @@ class SimulatedMesh:
                 self.servicers[service.name] = PrefillService(process, routes)
             else:
                 self.servicers[service.name] = DecodeService(
-                    process, relay_stub=lambda name, me=service.name: InprocStub(self.servicers[name], me),
+                    process, relay_stub=lambda name, me=service.name: self.stub(name, me),
                     kv_routes=routes)
         self.router = Router(plan, CollectorRegistry())
 
@@ -91,8 +91,15 @@ class SimulatedMesh:
         for process in self.processes.values():
             for engine in process.engines:
                 await engine.start()
-        self.router.peers = Peers(self.plan, {name: InprocStub(servicer, "router")
-                                              for name, servicer in self.servicers.items()})
+        self.router.peers = Peers(self.plan, {name: self.stub(name, "router") for name in self.servicers})
+
+    def stub(self, target: str, caller: str) -> InprocStub:
+        """`caller`'s stub of `target`: across datacenters on a connection of their control link, as its channel."""
+        dc = self.plan.service(caller).dc
+        route = next((link for link in self.plan.links
+                      if link.purpose == "control" and link.src == dc and link.dst == target), None)
+        wire = self.links[route.name].connect() if route is not None else None
+        return InprocStub(self.servicers[target], caller, wire)
 
     async def stop(self) -> None:
         if self.router.peers is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 
+import msgspec
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
@@ -15,6 +16,7 @@ from services.router.api import ApiError, CompletionRequest
 from services.router.fanout import plan_jobs
 from services.router.fanout_stream import stream_choices
 from services.router.pipelines import Finished, Token, base_stats
+from services.router.stats import PddStats
 from services.router.server import Router
 from services.scenario import load_scenario
 from services.types import Mode, Pipeline
@@ -39,8 +41,8 @@ async def _answer(router: Router, usage: bool = False, **fields) -> tuple[int, s
         return reply.status, await reply.text()
 
 
-def _stats(**fields) -> dict:
-    return {**base_stats(Mode.COLOCATED, Pipeline.COLOCATED), **fields}
+def _stats(**fields) -> PddStats:
+    return msgspec.structs.replace(base_stats(Mode.COLOCATED, Pipeline.COLOCATED), **fields)
 
 
 def _events(text: str) -> list[dict | str]:
