@@ -6,14 +6,18 @@ import dataclasses
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+
+import services.scenario
 
 from services.scenario.loader import load_scenario
 from services.simulate.run import run_simulation
 from services.simulate.wiring import simulated_plan
 
 WORKLOAD = "poisson:input=3000,output=48"
+PRESETS = Path(services.scenario.__file__).parent / "presets"
 
 
 def _records(preset: str, seed: int = 3) -> list[dict]:
@@ -36,6 +40,13 @@ def test_every_mode_family_completes_its_requests(preset):
     records = _records(preset)
     assert records and all(r["status"] == "ok" for r in records), [r["error"] for r in records]
     assert all(r["output_tokens"] == 48 and r["pdd"]["mode"] for r in records)
+
+
+@pytest.mark.parametrize("preset", sorted(p.stem for p in PRESETS.glob("*.yaml")))
+def test_every_preset_simulates(preset):
+    run = run_simulation(load_scenario(preset), "poisson:input=2000,output=16", rate=2.0, duration_s=2.0, seed=1)
+    assert run.records and all(r.status == "ok" and r.output_tokens == 16 for r in run.records), \
+        [r.error for r in run.records]
 
 
 def test_snapshots_hold_each_service_stats():
