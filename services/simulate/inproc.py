@@ -21,6 +21,7 @@ import grpc
 
 STREAMING = frozenset({"Generate", "Tokens"})  # the server-streaming methods of proto/pdd/v1/control.proto
 _END = object()
+_CANCELLED = object()  # cancel() was called: reading on raises CancelledError, as a cancelled grpc.aio call does
 
 
 class InprocRpcError(grpc.aio.AioRpcError):
@@ -75,8 +76,7 @@ class StreamCall:
                 self._put(event)
             self._put(_END)
         except asyncio.CancelledError:
-            self._put(InprocRpcError(grpc.StatusCode.CANCELLED, "Locally cancelled by application!"))
-            raise
+            raise  # cancel() has told the reader
         except BaseException as exc:  # noqa: BLE001 - the client reads it as the call's status
             self._put(_as_rpc_error(exc))
 
@@ -87,7 +87,12 @@ class StreamCall:
             waiter.set_result(None)
 
     def cancel(self) -> bool:
-        return self._task.cancel()
+        """Stop the servicer's generator (even one not started yet); the reader sees CancelledError next."""
+        if self._task.done() or self._task.cancelling():
+            return False
+        self._task.cancel()
+        self._put(_CANCELLED)
+        return True
 
     def done(self) -> bool:
         return self._task.done()
@@ -104,6 +109,8 @@ class StreamCall:
             item = items.popleft()
             if item is _END:
                 return
+            if item is _CANCELLED:
+                raise asyncio.CancelledError()
             if isinstance(item, BaseException):
                 raise item
             yield item
