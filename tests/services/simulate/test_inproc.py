@@ -24,9 +24,11 @@ OUTPUT = 700
 DURATIONS = ("kv_transfer_s", "queued_s")  # measured spans: the mesh's carry its own overhead
 WALL_STAMPS = ("timeline",)
 # Where the relay hands off depends on when the WAN transfer lands against the relay's steps, which
-# the mesh's own overhead shifts by a step or two; their sum is exact.
+# the mesh's own overhead shifts (3 tokens on a quiet machine, 24 with the machine's event-loop lag
+# p99 near 20 ms); their sum is exact. 5% of the output is about 0.25 s of relay steps, inside the
+# 20% allowed on the 3 s transfer that decides the cut.
 CUT_COUNTS = ("rld_tokens", "md_tokens")
-CUT_TOKENS = 0.02 * OUTPUT
+CUT_TOKENS = 0.05 * OUTPUT
 
 
 def _refuse(*args, **kwargs):
