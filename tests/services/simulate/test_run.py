@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -76,3 +77,17 @@ def test_cli_writes_bench_outputs_and_refuses_bad_input(tmp_path):
                           "--workload", WORKLOAD, "--rate", "2", "--duration", "3s", "--out", str(out)],
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "unknown scenario" in bad.stderr
+
+
+def test_two_processes_with_other_hash_seeds_write_identical_records(tmp_path):
+    """Set and dict orders of strings change with PYTHONHASHSEED; nothing the records hold may follow them."""
+    outputs = []
+    for hash_seed in ("1", "2"):
+        out = tmp_path / hash_seed
+        done = subprocess.run([sys.executable, "-m", "services.cli", "simulate", "--scenario", "pdd-mini",
+                               "--workload", "poisson:input=1000..20000,output=40", "--rate", "4", "--duration", "4s",
+                               "--out", str(out), "--no-progress"], capture_output=True, text=True, timeout=300,
+                              env={**os.environ, "PYTHONHASHSEED": hash_seed})
+        assert done.returncode == 0, done.stderr
+        outputs.append((out / "requests.jsonl").read_text())
+    assert outputs[0] == outputs[1] and outputs[0].count("\n") > 5
