@@ -32,11 +32,7 @@ async def stream_completion(
     payload = {"model": model, "prompt": plan.prompt, "max_tokens": plan.max_tokens, "stream": True,
                "stream_options": {"include_usage": True}}
     headers = {"x-request-id": plan.request_id, "Accept": "text/event-stream"}
-    record = RequestRecord(
-        id=plan.request_id, session=plan.session, turn=plan.turn, send_s=send_s, send_unix=time.time(),
-        prompt_tokens=plan.prompt_tokens, max_tokens=plan.max_tokens, hit_rate=plan.hit_rate,
-        target_hit_rate=plan.target_hit_rate,
-    )
+    record = RequestRecord.sent(plan, send_s)
     tally = StreamTally(sent_at=time.perf_counter(), vocab=vocab)
     try:
         async with asyncio.timeout(timeout_s):

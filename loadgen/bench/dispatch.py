@@ -136,8 +136,6 @@ class Dispatcher:
 
 
 def cancelled_record(plan: RequestPlan, send_s: float) -> RequestRecord:
-    return RequestRecord(
-        id=plan.request_id, session=plan.session, turn=plan.turn, send_s=send_s, send_unix=time.time(),
-        prompt_tokens=plan.prompt_tokens, max_tokens=plan.max_tokens, hit_rate=plan.hit_rate,
-        target_hit_rate=plan.target_hit_rate, status="cancelled", error="run interrupted", elapsed_s=0.0,
-    )
+    record = RequestRecord.sent(plan, send_s)
+    record.status, record.error, record.elapsed_s = "cancelled", "run interrupted", 0.0
+    return record

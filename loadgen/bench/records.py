@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -33,6 +34,13 @@ class RequestRecord:
     finish_reason: str | None = None
     usage: dict | None = None
     pdd: dict | None = None
+
+    @classmethod
+    def sent(cls, plan, send_s: float) -> RequestRecord:
+        """The record of a RequestPlan sent now, `send_s` into the run; the outcome is filled in later."""
+        return cls(id=plan.request_id, session=plan.session, turn=plan.turn, send_s=send_s, send_unix=time.time(),
+                   prompt_tokens=plan.prompt_tokens, max_tokens=plan.max_tokens, hit_rate=plan.hit_rate,
+                   target_hit_rate=plan.target_hit_rate)
 
     @property
     def ok(self) -> bool:

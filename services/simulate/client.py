@@ -87,11 +87,7 @@ async def complete(router: Router, plan: RequestPlan, *, timeout_s: float, send_
                    vocab: int) -> tuple[RequestRecord, list[int]]:
     """Send the plan to the router; its record and the output token ids (loadgen's stream_completion)."""
     loop = asyncio.get_running_loop()
-    record = RequestRecord(
-        id=plan.request_id, session=plan.session, turn=plan.turn, send_s=send_s, send_unix=time.time(),
-        prompt_tokens=plan.prompt_tokens, max_tokens=plan.max_tokens, hit_rate=plan.hit_rate,
-        target_hit_rate=plan.target_hit_rate,
-    )
+    record = RequestRecord.sent(plan, send_s)
     tally = StreamTally(sent_at=loop.time(), vocab=vocab)
     try:
         async with asyncio.timeout(timeout_s):

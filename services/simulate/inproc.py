@@ -31,6 +31,7 @@ from netem.virtual import VirtualConnection
 
 STREAMING = frozenset({"Generate", "Tokens"})  # the server-streaming methods of proto/pdd/v1/control.proto
 _END = object()
+_CANCELLED = object()  # cancel() was called: reading on raises CancelledError, as a cancelled grpc.aio call does
 SMALL_MESSAGE_BYTES = 64  # an event that is not a protobuf message (none in the mesh today): a header's worth
 
 
@@ -105,8 +106,7 @@ class StreamCall:
                 self._deliver(event)
             self._deliver(_END)
         except asyncio.CancelledError:
-            self._put(InprocRpcError(grpc.StatusCode.CANCELLED, "Locally cancelled by application!"))
-            raise
+            raise  # cancel() has told the reader
         except BaseException as exc:  # noqa: BLE001 - the client reads it as the call's status
             self._deliver(_as_rpc_error(exc))
 
@@ -134,9 +134,14 @@ class StreamCall:
             waiter.set_result(None)
 
     def cancel(self) -> bool:
+        """Stop the servicer's generator (even one not started yet); the reader sees CancelledError next."""
         if self._last is not None:
-            self._last.cancel()
-        return self._task.cancel()
+            self._last.cancel()  # nothing still crossing the wire reaches the reader after the cancel
+        if self._task.done() or self._task.cancelling():
+            return False
+        self._task.cancel()
+        self._put(_CANCELLED)
+        return True
 
     def done(self) -> bool:
         return self._task.done()
@@ -153,6 +158,8 @@ class StreamCall:
             item = items.popleft()
             if item is _END:
                 return
+            if item is _CANCELLED:
+                raise asyncio.CancelledError()
             if isinstance(item, BaseException):
                 raise item
             yield item
