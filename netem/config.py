@@ -32,45 +32,54 @@ MAX_LOSS_STALL_S = 60.0
 class DirectionConfig(BaseModel):
     """The impairments of one direction. Every field has a working default: no shaping."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+    # Attributes carry their units (delay_s, rate_bps, queue_bytes, ...); the control API, schedules
+    # and the CLI speak the short names (delay, rate, queue), the aliases, and get them back.
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False, populate_by_name=True)
 
-    delay: float = Field(0.0, ge=0, le=MAX_DELAY_S, description="one-way propagation delay, seconds")
-    jitter: float = Field(0.0, ge=0, le=MAX_DELAY_S, description="jitter scale (sigma), seconds")
+    delay_s: float = Field(0.0, ge=0, le=MAX_DELAY_S, description="one-way propagation delay, seconds", alias="delay")
+    jitter_s: float = Field(0.0, ge=0, le=MAX_DELAY_S, description="jitter scale (sigma), seconds", alias="jitter")
     jitter_dist: JitterDist = Field("uniform", description="jitter distribution, as tc netem names them")
     correlation: float = Field(0.0, ge=0, le=1, description="weight of the previous jitter draw (netem's rho)")
-    rate: float | None = Field(None, gt=0, le=MAX_RATE_BPS, description="line rate, bits per second; None is unlimited")
-    queue: int = Field(64 * 2**20, gt=0, le=MAX_BYTES, description="bytes the direction may hold before it stops reading")
+    rate_bps: float | None = Field(None, gt=0, le=MAX_RATE_BPS, alias="rate",
+        description="line rate, bits per second; None is unlimited")
+    queue_bytes: int = Field(64 * 2**20, gt=0, le=MAX_BYTES, alias="queue",
+        description="bytes the direction may hold before it stops reading")
     loss: float = Field(0.0, ge=0, le=1, description="probability that one loss unit is lost")
-    loss_unit: int = Field(MSS_BYTES, gt=0, le=MAX_LOSS_UNIT_BYTES, description="bytes per loss unit (one segment-equivalent)")
-    loss_stall: float = Field(0.2, ge=0, le=MAX_LOSS_STALL_S, description="stall per lost unit, seconds (Linux's minimum RTO)")
-    window: int | None = Field(None, gt=0, le=MAX_BYTES, description="cap on bytes in flight per connection; None: no cap")
+    loss_unit_bytes: int = Field(MSS_BYTES, gt=0, le=MAX_LOSS_UNIT_BYTES, alias="loss_unit",
+        description="bytes per loss unit (one segment-equivalent)")
+    loss_stall_s: float = Field(0.2, ge=0, le=MAX_LOSS_STALL_S, alias="loss_stall",
+        description="stall per lost unit, seconds (Linux's minimum RTO)")
+    window_bytes: int | None = Field(None, gt=0, le=MAX_BYTES, alias="window",
+        description="cap on bytes in flight per connection; None: no cap")
     slow_start: bool = Field(False, description="restart from initial_window after an idle RTO")
-    initial_window: int = Field(10 * MSS_BYTES, gt=0, le=MAX_BYTES, description="slow-start initial window, bytes")
-    rtt: float | None = Field(None, gt=0, le=2 * MAX_DELAY_S, description="round trip for the window model; None: up + down delay")
+    initial_window_bytes: int = Field(10 * MSS_BYTES, gt=0, le=MAX_BYTES, alias="initial_window",
+        description="slow-start initial window, bytes")
+    rtt_s: float | None = Field(None, gt=0, le=2 * MAX_DELAY_S, alias="rtt",
+        description="round trip for the window model; None: up + down delay")
 
-    @field_validator("delay", "jitter", "loss_stall", mode="before")
+    @field_validator("delay_s", "jitter_s", "loss_stall_s", mode="before")
     @classmethod
     def _duration(cls, value: Any) -> float:
         return parse_duration(value)
 
-    @field_validator("rtt", mode="before")
+    @field_validator("rtt_s", mode="before")
     @classmethod
     def _optional_duration(cls, value: Any) -> float | None:
         return None if value is None else parse_duration(value)
 
-    @field_validator("rate", mode="before")
+    @field_validator("rate_bps", mode="before")
     @classmethod
     def _rate(cls, value: Any) -> float | None:
         if value is None or value in ("", "none", "unlimited"):
             return None
         return parse_rate(value)
 
-    @field_validator("queue", "loss_unit", "initial_window", mode="before")
+    @field_validator("queue_bytes", "loss_unit_bytes", "initial_window_bytes", mode="before")
     @classmethod
     def _size(cls, value: Any) -> int:
         return parse_size(value)
 
-    @field_validator("window", mode="before")
+    @field_validator("window_bytes", mode="before")
     @classmethod
     def _optional_size(cls, value: Any) -> int | None:
         return None if value in (None, "", "none") else parse_size(value)
@@ -87,8 +96,8 @@ class DirectionConfig(BaseModel):
 
     def updated(self, changes: Mapping[str, Any]) -> DirectionConfig:
         """A copy with `changes` applied and validated; raises ConfigError."""
-        merged = self.model_dump()
-        merged.update(changes)
+        merged = self.model_dump(by_alias=True)
+        merged.update({_API_NAMES.get(key, key): value for key, value in changes.items()})
         return _validated(DirectionConfig, merged)
 
 
@@ -126,8 +135,12 @@ class LinkConfig(BaseModel):
 
     def rtt(self, side: Direction) -> float:
         """Round trip used by the window model of one direction: explicit, else up + down delay."""
-        explicit = getattr(self, side).rtt
-        return explicit if explicit is not None else self.up.delay + self.down.delay
+        explicit = getattr(self, side).rtt_s
+        return explicit if explicit is not None else self.up.delay_s + self.down.delay_s
+
+
+# A field's attribute name -> its name in the API (the alias, where it has one).
+_API_NAMES = {name: field.alias or name for name, field in DirectionConfig.model_fields.items()}
 
 
 class ConfigError(ValueError):
@@ -147,6 +160,6 @@ def _explain(err: ValidationError) -> str:
         where = ".".join(str(p) for p in item["loc"]) or "config"
         message = item["msg"].removeprefix("Value error, ")
         if item["type"] == "extra_forbidden":
-            message = f"unknown field; known fields: {', '.join(DirectionConfig.model_fields)}"
+            message = f"unknown field; known fields: {', '.join(_API_NAMES.values())}"
         parts.append(f"{where}: {message}")
     return "; ".join(parts)

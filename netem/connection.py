@@ -40,8 +40,8 @@ class Endpoint(asyncio.BufferedProtocol):
         self.transport = cast(asyncio.Transport, transport)
         config = self.inbound.direction.config
         sock = self.transport.get_extra_info("socket")
-        if config.rate and sock is not None:
-            size = min(max(config.queue // 2, MIN_SHAPED_RCVBUF), MAX_SHAPED_RCVBUF)
+        if config.rate_bps and sock is not None:
+            size = min(max(config.queue_bytes // 2, MIN_SHAPED_RCVBUF), MAX_SHAPED_RCVBUF)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, size)
         self.inbound.source = self.transport
         self.outbound.sink = self.transport

@@ -104,7 +104,7 @@ async def health(request: web.Request) -> web.Response:
 
 
 async def get_config(request: web.Request) -> web.Response:
-    return web.json_response(request.app[LINK].config.model_dump())
+    return web.json_response(request.app[LINK].config.model_dump(by_alias=True))
 
 
 async def patch_config(request: web.Request) -> web.Response:
@@ -113,7 +113,7 @@ async def patch_config(request: web.Request) -> web.Response:
         config = request.app[LINK].reconfigure(body)
     except ConfigError as err:
         raise _error(web.HTTPBadRequest, str(err)) from None
-    return web.json_response(config.model_dump())
+    return web.json_response(config.model_dump(by_alias=True))
 
 
 async def get_stats(request: web.Request) -> web.Response:

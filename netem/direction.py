@@ -50,7 +50,7 @@ class DirectionState:
 
     def configure(self, config: DirectionConfig, rtt: float) -> None:
         self.config, self.rtt = config, rtt
-        self.piece_bytes = piece_bytes(config.rate)
+        self.piece_bytes = piece_bytes(config.rate_bps)
         self.line.configure(config, rtt)
         self.latency.configure(config, rtt)
         for flow in list(self.flows):
@@ -71,10 +71,10 @@ class DirectionState:
         now = self.line.now()
         if now is None:
             return
-        line_free = now + (self.held_bytes * 8.0 / self.config.rate if self.config.rate else 0.0)
+        line_free = now + (self.held_bytes * 8.0 / self.config.rate_bps if self.config.rate_bps else 0.0)
         self.line.cap_free_at(line_free)
         for flow in list(self.flows):
-            flow.cap_deadlines(line_free + self.config.delay)
+            flow.cap_deadlines(line_free + self.config.delay_s)
 
     def bind(self, clock: Callable[[], float], timers: Timers) -> None:
         """Attach the running loop's clock and timers (the link does this when it starts)."""
@@ -88,14 +88,14 @@ class DirectionState:
         self.held_bytes += size
         if self.held_bytes > self.peak_held_bytes:
             self.peak_held_bytes = self.held_bytes
-        if not self.over_limit and self.held_bytes >= self.config.queue:
+        if not self.over_limit and self.held_bytes >= self.config.queue_bytes:
             self.over_limit = True
             for flow in list(self.flows):
                 flow.update_reading()
 
     def release_held(self, size: int) -> None:
         self.held_bytes -= size
-        if self.over_limit and self.held_bytes <= self.config.queue * LOW_WATER:
+        if self.over_limit and self.held_bytes <= self.config.queue_bytes * LOW_WATER:
             self.over_limit = False
             for flow in list(self.flows):
                 flow.update_reading()
@@ -103,9 +103,9 @@ class DirectionState:
     def update_limit(self) -> None:
         """Re-check the bound after the queue size changed."""
         was = self.over_limit
-        if self.held_bytes >= self.config.queue:
+        if self.held_bytes >= self.config.queue_bytes:
             self.over_limit = True
-        elif self.held_bytes <= self.config.queue * LOW_WATER:
+        elif self.held_bytes <= self.config.queue_bytes * LOW_WATER:
             self.over_limit = False
         if was != self.over_limit:
             for flow in list(self.flows):
@@ -144,7 +144,7 @@ class DirectionState:
             "loss_stalls": self.counters["loss_stalls"] + sum(f.loss.stalls for f in self.flows),
             "queue_bytes": self.held_bytes,
             "queue_peak_bytes": self.peak_held_bytes,
-            "queue_limit_bytes": self.config.queue,
+            "queue_limit_bytes": self.config.queue_bytes,
             "connections": len(self.flows),
             "reading_paused": sum(1 for f in self.flows if f.reading_paused),
             "line_backlog_s": self.line.backlog(now),

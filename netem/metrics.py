@@ -34,9 +34,9 @@ _GAUGES = {
     "timing_error_mean_s": ("pdd_netem_timing_error_mean_seconds", "mean write time minus deadline (emulator overhead)"),
 }
 _CONFIG = {
-    "delay": ("pdd_netem_delay_seconds", "configured one-way delay"),
-    "jitter": ("pdd_netem_jitter_seconds", "configured jitter scale"),
-    "rate": ("pdd_netem_rate_bits_per_second", "configured line rate (0: unlimited)"),
+    "delay_s": ("pdd_netem_delay_seconds", "configured one-way delay"),
+    "jitter_s": ("pdd_netem_jitter_seconds", "configured jitter scale"),
+    "rate_bps": ("pdd_netem_rate_bits_per_second", "configured line rate (0: unlimited)"),
     "loss": ("pdd_netem_loss_ratio", "configured loss probability per loss unit"),
 }
 

@@ -148,7 +148,7 @@ class VirtualConnection:
                 await sender.resumed.wait()  # the queue bound (or a reset) decides when the sender may go on
                 if self.closed:
                     break
-                piece = min(remaining, state.piece_bytes or MAX_PIECE_BYTES, max(1, state.config.queue // QUEUE_PIECES))
+                piece = min(remaining, state.piece_bytes or MAX_PIECE_BYTES, max(1, state.config.queue_bytes // QUEUE_PIECES))
                 flow.feed(self.link.zeros(piece))
                 remaining -= piece
             if nbytes == 0:

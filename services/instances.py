@@ -30,7 +30,7 @@ from services.scenario.plan import MeshPlan, ServicePlan
 from services.http_limits import HttpLimits, start_http
 from services.observability import add_ops_routes
 from services.profiles import load_gpu, load_model
-from services.rpc import server as grpc_server
+from services.rpc import pb, server as grpc_server
 from services.scenario.sizing import instance_sizing
 
 log = logging.getLogger(__name__)
@@ -130,6 +130,15 @@ class RoleProcess:
         if len(self._prompt_hashes) > PROMPT_HASHES_KEPT:
             self._prompt_hashes.popitem(last=False)
         return hashes
+
+    def cache_lookup(self, packed: bytes, ids: np.ndarray) -> pb.CacheLookupReply:
+        """The instance a request for this prompt would take, by the pool's one rule, and the prefix it holds.
+
+        A sender sizes the transfer on that instance's cache, and Generate names it (`instance`).
+        """
+        choice = self.pool.choose(self.prompt_hashes(packed, ids))
+        return pb.CacheLookupReply(hit_tokens=min(choice.cached_tokens, len(ids)),
+                                   instance=self.instance_name(choice.engine), load=self.load())
 
     def instance(self, name: str, hashes: list[int]) -> Engine:
         """The instance named `name` (the one a cache lookup chose); empty: choose by the pool's rule.

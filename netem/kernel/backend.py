@@ -115,7 +115,7 @@ class KernelLink:
                 continue
             rtt = self.config.rtt(side)
             if rtt > 0:
-                rate = getattr(self.config, side).rate or ASSUMED_LINE_BPS
+                rate = getattr(self.config, side).rate_bps or ASSUMED_LINE_BPS
                 self.buffer_report[iface.netns or "-"] = raise_tcp_buffers(rate, rtt, iface.netns)
 
 

@@ -62,13 +62,13 @@ class QdiscStep:
 
 
 def needs_netem(config: DirectionConfig, extras: NetemExtras) -> bool:
-    return bool(config.delay or config.jitter or config.loss or extras.duplicate or extras.reorder)
+    return bool(config.delay_s or config.jitter_s or config.loss or extras.duplicate or extras.reorder)
 
 
 def netem_limit_packets(config: DirectionConfig) -> int:
     """Packets netem must hold to keep the line busy: 2 x rate x (delay + 4 sigma) / MTU."""
-    rate = config.rate or ASSUMED_LINE_BPS
-    bdp_bytes = rate / 8 * (config.delay + 4 * config.jitter)
+    rate = config.rate_bps or ASSUMED_LINE_BPS
+    bdp_bytes = rate / 8 * (config.delay_s + 4 * config.jitter_s)
     return max(MIN_NETEM_LIMIT, math.ceil(2 * bdp_bytes / MTU_BYTES))
 
 
@@ -88,18 +88,18 @@ def plan(config: DirectionConfig, extras: NetemExtras | None = None, shaper: Sha
     extras = extras or NetemExtras()
     steps: list[QdiscStep] = []
     if needs_netem(config, extras):
-        if config.jitter and config.jitter_dist != "uniform":
+        if config.jitter_s and config.jitter_dist != "uniform":
             raise KernelUnsupported(
                 f"netem jitter distribution {config.jitter_dist!r} needs a distribution table, which pyroute2 "
                 "cannot load", "use jitter_dist uniform or the userspace backend"
             )
         netem: dict[str, Any] = {
-            "delay": round(config.delay * 1e6),  # microseconds
-            "jitter": round(config.jitter * 1e6),
+            "delay": round(config.delay_s * 1e6),  # microseconds
+            "jitter": round(config.jitter_s * 1e6),
             "loss": _percent(config.loss),
             "limit": netem_limit_packets(config),
         }
-        if config.jitter and config.correlation:
+        if config.jitter_s and config.correlation:
             netem["delay_corr"] = _percent(config.correlation)
         if extras.duplicate:
             netem["duplicate"] = _percent(extras.duplicate)
@@ -107,20 +107,20 @@ def plan(config: DirectionConfig, extras: NetemExtras | None = None, shaper: Sha
             netem["prob_reorder"] = _percent(extras.reorder)
             netem["corr_reorder"] = _percent(extras.reorder_correlation)
         steps.append(QdiscStep("netem", "1:", None, netem))
-    if config.rate is not None:
+    if config.rate_bps is not None:
         parent = "1:1" if steps else None
         handle = "10:" if steps else "1:"
-        rate_bytes = int(config.rate / 8)
-        burst = _burst_bytes(config.rate)
-        if shaper == "tbf" and config.rate > TBF_MAX_BPS:
+        rate_bytes = int(config.rate_bps / 8)
+        burst = _burst_bytes(config.rate_bps)
+        if shaper == "tbf" and config.rate_bps > TBF_MAX_BPS:
             raise KernelUnsupported(f"tbf cannot shape above {TBF_MAX_BPS / 1e9:.2f} Gbit/s", "use shaper htb or auto")
-        if shaper == "tbf" or (shaper == "auto" and config.rate <= TBF_MAX_BPS):
+        if shaper == "tbf" or (shaper == "auto" and config.rate_bps <= TBF_MAX_BPS):
             limit = int(rate_bytes * TBF_LATENCY_S) + burst
             steps.append(QdiscStep("tbf", handle, parent, {"rate": rate_bytes, "burst": burst, "limit": limit}))
         else:
             major = handle.rstrip(":")
             steps.append(QdiscStep(
                 "htb", handle, parent, {"default": 1},
-                class_params={"handle": f"{major}:1", "rate": f"{int(config.rate)}bit", "burst": burst, "cburst": burst},
+                class_params={"handle": f"{major}:1", "rate": f"{int(config.rate_bps)}bit", "burst": burst, "cburst": burst},
             ))
     return steps

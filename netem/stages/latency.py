@@ -19,8 +19,8 @@ class Latency:
         self.jitter = JitterSource(rng)
 
     def configure(self, config: DirectionConfig, rtt: float) -> None:
-        self.delay = config.delay
-        self.jitter.configure(config.jitter_dist, config.jitter, config.correlation)
+        self.delay = config.delay_s
+        self.jitter.configure(config.jitter_dist, config.jitter_s, config.correlation)
 
     def pipe(self, chunk: Chunk) -> None:
         added = self.delay + self.jitter.sample()

@@ -28,11 +28,11 @@ class LossStall:
         self.stalls = 0  # lost units so far on this connection
 
     def configure(self, config: DirectionConfig, rtt: float) -> None:
-        if (config.loss, config.loss_unit) != (self.probability, self.unit_bytes):
+        if (config.loss, config.loss_unit_bytes) != (self.probability, self.unit_bytes):
             self._bytes_to_loss = None  # the old gap was drawn for other odds
         self.probability = config.loss
-        self.unit_bytes = config.loss_unit
-        self.stall = config.loss_stall
+        self.unit_bytes = config.loss_unit_bytes
+        self.stall = config.loss_stall_s
 
     def _draw_gap(self) -> int:
         """Bytes up to and including the next lost unit."""

@@ -55,7 +55,7 @@ class Line:
 
     def configure(self, config: DirectionConfig, rtt: float) -> None:
         # Stamped chunks keep their times; waiting ones will see the new rate.
-        self.rate_bps = config.rate
+        self.rate_bps = config.rate_bps
         self.pump()
 
     def now(self) -> float | None:

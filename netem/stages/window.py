@@ -37,9 +37,9 @@ class Window:
         return self.rtt > 0.0 and (self.cap is not None or self.slow_start)
 
     def configure(self, config: DirectionConfig, rtt: float) -> None:
-        self.cap = config.window
+        self.cap = config.window_bytes
         self.slow_start = config.slow_start
-        self.initial = config.initial_window
+        self.initial = config.initial_window_bytes
         self.rtt = rtt
         self._round_start = None  # start afresh under the new parameters
 

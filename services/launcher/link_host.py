@@ -77,8 +77,8 @@ class LinkHost:
         up = config.up
         log.info("%s: link %s (%s, %s) on :%d -> %s, control :%d, %s, delay %.3g ms",
                  self.runner, planned.name, planned.purpose, planned.kind, planned.listen_port, planned.upstream,
-                 planned.control_port, f"{up.rate / 1e6:.6g} Mbit/s real" if up.rate else "rate unlimited",
-                 up.delay * 1e3)
+                 planned.control_port, f"{up.rate_bps / 1e6:.6g} Mbit/s real" if up.rate_bps else "rate unlimited",
+                 up.delay_s * 1e3)
 
     async def stop(self) -> None:
         while self.links:
@@ -180,8 +180,8 @@ def kernel_takeover(plan: MeshPlan, runner: str, report: Callable[[str], None]) 
     for base in bases:
         _call_or_none(base, "PATCH", UNSHAPED, token)
     names = ", ".join(shaper.interfaces["up"].ifname for shaper in shapers)  # type: ignore[union-attr]
-    report(f"pdd-emu compose netem: kernel netem shapes {runner}'s WAN on {names} (delay {config.up.delay * 1e3:g} "
-           f"ms, {(config.up.rate or 0) / 1e6:g} Mbit/s real); userspace shaping of {len(wan)} link(s) off")
+    report(f"pdd-emu compose netem: kernel netem shapes {runner}'s WAN on {names} (delay {config.up.delay_s * 1e3:g} "
+           f"ms, {(config.up.rate_bps or 0) / 1e6:g} Mbit/s real); userspace shaping of {len(wan)} link(s) off")
     try:
         return _wait_for_stop(stop)
     finally:

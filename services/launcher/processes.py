@@ -50,7 +50,7 @@ def link_command(link: LinkPlan, byte_scale: float, seed: int, run_dir: Path) ->
     """
     config_path = (run_dir / LINK_CONFIG_DIR / f"{link.name}.json").resolve()
     config_path.parent.mkdir(parents=True, exist_ok=True)
-    config_path.write_text(real_link_config(link, byte_scale).model_dump_json())
+    config_path.write_text(real_link_config(link, byte_scale).model_dump_json(by_alias=True))
     cmd = [
         sys.executable, "-m", "services.cli", "link",
         "--listen", link.address, "--upstream", link.upstream,

@@ -71,11 +71,7 @@ class DecodeService(RelayServicer, pb_grpc.DecodeServicer):
         return pb.TransferAck(accepted=True)
 
     async def CacheLookup(self, request, context):
-        ids = await prompt_of(request, context)
-        # The instance a Generate would take, by the same rule, and what it holds: the transfer is sized on it.
-        choice = self.process.pool.choose(self.process.prompt_hashes(request.prompt_ids, ids))
-        return pb.CacheLookupReply(hit_tokens=min(choice.cached_tokens, len(ids)),
-                                   instance=self.process.instance_name(choice.engine), load=self.process.load())
+        return self.process.cache_lookup(request.prompt_ids, await prompt_of(request, context))
 
     async def _submit(self, engine, seq: Sequence, context):
         try:

@@ -71,6 +71,9 @@ class PrefillService(pb_grpc.PrefillServicer):
                                kv_bytes_emulated_secondary=sum(s.emulated_bytes for s in shipped[1:]),
                                instance=self.process.instance_name(engine))
 
+    async def CacheLookup(self, request, context):
+        return self.process.cache_lookup(request.prompt_ids, await prompt_of(request, context))
+
     async def CancelTransfer(self, request, context):
         return pb.CancelReply(cancelled=self.shipper.cancel(request.request_id))
 

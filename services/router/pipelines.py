@@ -117,20 +117,37 @@ class Peers:
         A pool that does not answer is skipped; when none answers, the request fails with its status.
         """
         candidates = self.services(*roles)
-        replies = await asyncio.gather(*(
-            self.decode[s.name].CacheLookup(pb.CacheLookupRequest(request_id=job.request_id,
-                                                                  prompt_ids=job.prompt.packed),
-                                            timeout=5.0, metadata=metadata(job.request_id))
-            for s in candidates), return_exceptions=True)
-        for reply in replies:
-            if isinstance(reply, BaseException) and not isinstance(reply, grpc.aio.AioRpcError):
-                raise reply
-        answered = [(c, r) for c, r in zip(candidates, replies) if not isinstance(r, BaseException)]
+        answered, replies = await self._lookups(job, candidates, self.decode, timeout_s=5.0)
         if not answered:
             raise map_rpc_error(replies[0], f"cache lookup at {candidates[0].name}")
         best = max(answered, key=lambda cr: (cr[1].hit_tokens, -cr[1].load))
         job.instances[best[0].name] = best[1].instance
         return best[0], best[1].hit_tokens
+
+    async def best_prefill(self, job: Job, default: ServicePlan) -> ServicePlan:
+        """The prefill pool holding the longest prefix of the prompt (ties: least loaded).
+
+        With one pool there is nothing to choose and no lookup; when none answers, `default`
+        (prefill_any then passes an unreachable pool over).
+        """
+        pools = self.services(Role.PREFILL)
+        if len(pools) < 2:
+            return default
+        answered, _ = await self._lookups(job, pools, self.prefill, timeout_s=2.0)
+        if not answered:
+            return default
+        return max(answered, key=lambda cr: (cr[1].hit_tokens, -cr[1].load))[0]
+
+    async def _lookups(self, job: Job, services: list[ServicePlan], stubs: dict, timeout_s: float):
+        """Every service's CacheLookup reply, concurrently: (service, reply) of those that answered, and all replies."""
+        request = pb.CacheLookupRequest(request_id=job.request_id, prompt_ids=job.prompt.packed)
+        replies = await asyncio.gather(*(
+            stubs[s.name].CacheLookup(request, timeout=timeout_s, metadata=metadata(job.request_id))
+            for s in services), return_exceptions=True)
+        for reply in replies:
+            if isinstance(reply, BaseException) and not isinstance(reply, grpc.aio.AioRpcError):
+                raise reply
+        return [(s, r) for s, r in zip(services, replies) if not isinstance(r, BaseException)], replies
 
 
 def base_stats(mode: Mode, pipeline: Pipeline) -> PddStats:
@@ -204,7 +221,13 @@ def start_prefill(peers: Peers, job: Job, target: str, hit: int, secondary: str 
         receiver_hit_tokens=hit, kv_target_secondary=secondary, secondary_hit_tokens=secondary_hit)
     job.mark("prefill_sent")
     prefill = PrefillTarget(peers.pick_prefill())
-    return prefill, asyncio.ensure_future(prefill_any(peers, request, job, prefill))
+    return prefill, asyncio.ensure_future(_prefill(peers, request, job, prefill))
+
+
+async def _prefill(peers: Peers, request: pb.PrefillRequest, job: Job, prefill: PrefillTarget) -> pb.PrefillReply:
+    """Prefill on the pool holding the longest prefix (several pools), passing an unreachable one over."""
+    prefill.service = await peers.best_prefill(job, prefill.service)
+    return await prefill_any(peers, request, job, prefill)
 
 
 def cancel_on_failure(call: asyncio.Future, *streams) -> None:

@@ -87,9 +87,9 @@ async def test_chaos_speaks_emulated_units_and_partitions_every_wan_link(tmp_pat
         chaos = ["compose", "chaos", "--plan", str(path)]
         assert await asyncio.to_thread(main, [*chaos, "set", "delay=40ms", "rate=5gbit"]) == 0
         configs = {r.plan.name: r.link.config for r in host.links}
-        assert configs["prefill-to-main-decode"].up.rate == pytest.approx(5e9 / 1000)  # KV: bytes / byte_scale
-        assert configs["dc-a-to-main-decode-grpc"].down.rate == pytest.approx(5e9)  # gRPC: real size
-        assert all(c.up.delay == c.down.delay == pytest.approx(0.04) for c in configs.values())
+        assert configs["prefill-to-main-decode"].up.rate_bps == pytest.approx(5e9 / 1000)  # KV: bytes / byte_scale
+        assert configs["dc-a-to-main-decode-grpc"].down.rate_bps == pytest.approx(5e9)  # gRPC: real size
+        assert all(c.up.delay_s == c.down.delay_s == pytest.approx(0.04) for c in configs.values())
         assert await asyncio.to_thread(main, [*chaos, "partition", "--duration", "30s"]) == 0
         assert all(r.link.stats()["up"]["partition"] == "blackhole" for r in host.links)
         assert await asyncio.to_thread(main, [*chaos, "--link", "prefill-to-main-decode", "heal"]) == 0

@@ -58,7 +58,7 @@ async def test_patch_changes_the_live_link(api):
     assert status == 200
     assert config["up"]["delay"] == pytest.approx(0.02) and config["up"]["rate"] == 1e9
     assert config["down"]["jitter"] == pytest.approx(0.001) and config["down"]["delay"] == 0.0
-    assert link.config.up.delay == pytest.approx(0.02)
+    assert link.config.up.delay_s == pytest.approx(0.02)
 
 
 @pytest.mark.parametrize(
@@ -95,7 +95,7 @@ async def test_schedule_from_text_and_by_name_then_delete(api):
     status, reply = await client.call("POST", "/schedule", data="steps: [{at: 0, down: {delay: 3ms}}]\n")
     assert status == 200
     await asyncio.wait_for(link.schedule.join(), WAIT_S)
-    assert link.config.down.delay == pytest.approx(0.003)
+    assert link.config.down.delay_s == pytest.approx(0.003)
     status, reply = await client.call("POST", "/schedule", json={"name": "kv_wander.yaml"})
     assert status == 200 and reply["running"]
     status, reply = await client.call("GET", "/schedule")
@@ -173,7 +173,7 @@ async def test_off_loopback_needs_a_token_and_checks_it():
                     status, reply = await Api(session, address, token).call("GET", "/config")
                     assert status == 401, token
                 status, reply = await Api(session, address, None).call("PATCH", "/config", json={"up": {"delay": "9s"}})
-                assert status == 401 and link.config.up.delay == 0.0
+                assert status == 401 and link.config.up.delay_s == 0.0
                 status, reply = await Api(session, address, "s3cret").call("GET", "/config")
                 assert status == 200
         finally:

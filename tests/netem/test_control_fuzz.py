@@ -92,10 +92,10 @@ def _call(served: _LinkThread, method: str, path: str, body: bytes | None) -> tu
 def _assert_sane(served: _LinkThread) -> None:
     for side in ("up", "down"):
         config = getattr(served.link.config, side)
-        for name in ("delay", "jitter", "loss_stall", "correlation", "loss"):
+        for name in ("delay_s", "jitter_s", "loss_stall_s", "correlation", "loss"):
             assert math.isfinite(getattr(config, name)) and 0 <= getattr(config, name) <= MAX_DELAY_S
-        assert config.rate is None or 0 < config.rate <= MAX_RATE_BPS
-        assert 0 < config.queue <= MAX_BYTES
+        assert config.rate_bps is None or 0 < config.rate_bps <= MAX_RATE_BPS
+        assert 0 < config.queue_bytes <= MAX_BYTES
     with socket.create_connection(served.link.listen_address, timeout=WAIT_S) as sock:
         sock.sendall(b"ping")
         sock.shutdown(socket.SHUT_WR)

@@ -65,7 +65,7 @@ async def test_a_schedule_is_never_read_from_a_server_path(api, tmp_path):
     assert status == 400 and "inline" in reply["error"]
     status, reply = await client.call("POST", "/schedule", json={"name": "../../../etc/passwd"})
     assert status == 400 and "no shipped schedule" in reply["error"]
-    assert link.schedule is None and link.config.up.delay == 0.0
+    assert link.schedule is None and link.config.up.delay_s == 0.0
 
 
 async def test_a_schedule_by_name_or_with_an_inline_trace_plays(api):
@@ -75,9 +75,9 @@ async def test_a_schedule_by_name_or_with_an_inline_trace_plays(api):
     status, reply = await client.call("POST", "/schedule", json={
         "trace": {"csv": "t,delay\n0s,7ms\n", "direction": "up"}})
     assert status == 200
-    down_before = link.config.down.delay  # as the shipped schedule left it
+    down_before = link.config.down.delay_s  # as the shipped schedule left it
     await asyncio.wait_for(link.schedule.join(), WAIT_S)
-    assert link.config.up.delay == pytest.approx(0.007) and link.config.down.delay == down_before
+    assert link.config.up.delay_s == pytest.approx(0.007) and link.config.down.delay_s == down_before
 
 
 async def test_yaml_aliases_that_would_expand_a_small_body_are_refused(api):

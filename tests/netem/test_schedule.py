@@ -80,8 +80,8 @@ def test_shipped_kv_wander_makes_a_256mib_transfer_take_1_to_20_s(name):
     times = []
     for step in schedule.steps:
         config = config.patched(step.patch)
-        if config.up.rate is not None:  # the trace variant sets the delay in a step of its own
-            times.append(config.up.delay + KV_BITS / config.up.rate)
+        if config.up.rate_bps is not None:  # the trace variant sets the delay in a step of its own
+            times.append(config.up.delay_s + KV_BITS / config.up.rate_bps)
     assert len(times) == 15
     assert min(times) == pytest.approx(1.0, rel=0.01)
     assert max(times) == pytest.approx(20.0, rel=0.01)
@@ -107,7 +107,7 @@ steps:
             while runner.applied < 5:
                 await runner.stepped.wait()
                 runner.stepped.clear()
-                seen.append(link.config.up.delay)
+                seen.append(link.config.up.delay_s)
 
         await asyncio.wait_for(watch(), WAIT_S)
         assert set(seen) == {0.001, 0.007}

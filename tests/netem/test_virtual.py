@@ -152,7 +152,7 @@ def _line_seconds(schedule: Schedule, start: float, nbytes: int) -> float:
     for (at, rate), (until, _) in zip(steps, steps[1:]):
         if until <= t:
             continue
-        bps = LinkConfig().patched({"both": {"rate": rate}}).up.rate
+        bps = LinkConfig().patched({"both": {"rate": rate}}).up.rate_bps
         if left <= (until - t) * bps:
             return t + left / bps - start
         left -= (until - t) * bps

@@ -34,7 +34,7 @@ def test_grpc_across_datacenters_goes_through_a_shaped_control_link():
     assert plan.grpc_address("relay-decode", "main-decode") != relay.grpc_address  # handoffs cross it too
     assert plan.grpc_address("relay-decode", "router") == relay.grpc_address  # same datacenter: direct
     config = real_link_config(link, plan.scenario.byte_scale)
-    assert config.up.delay == plan.scenario.wan.delay_s and config.up.rate == plan.scenario.wan.rate_bps
+    assert config.up.delay_s == plan.scenario.wan.delay_s and config.up.rate_bps == plan.scenario.wan.rate_bps
 
 
 def test_a_plan_inside_one_datacenter_has_no_control_links():

@@ -187,3 +187,13 @@ async def test_a_prefill_gone_once_the_relay_finished_fails_nothing_and_names_no
     # Before, this error escaped as "relay decode failed: ipv4:...", the prefill's address under the relay's name.
     assert await _stop_wan_transfer(peers, PrefillTarget(peers.plan.service("prefill")), Job("r", [1], 1, 0, 0.0)) \
         is False
+
+
+async def test_the_prefill_pool_holding_the_longest_prefix_takes_the_request():
+    peers = _with_a_second_pool("pd-intra-mini", 0, "prefill-b")
+    default = peers.services(Role.PREFILL)[0]
+    peers.prefill = {"prefill": _Lookup(0, load=0.0), "prefill-b": _Lookup(512, load=0.3)}
+    chosen = await peers.best_prefill(Job("r", [1, 2, 3], 4, 0, 0.0), default)
+    assert chosen.name == "prefill-b"
+    peers.prefill = {"prefill": _Lookup(None), "prefill-b": _Lookup(None)}  # none answers: the default
+    assert await peers.best_prefill(Job("r", [1, 2, 3], 4, 0, 0.0), default) is default

@@ -18,19 +18,19 @@ def test_a_kv_link_divides_rate_and_queue_by_byte_scale():
     # real rate = 10 Gbit/s / 1000; real queue = 64 MiB / 1000 = 67108 bytes, above the 64 KiB floor
     config = real_link_config(_link(rate_bps="10gbit", delay_s="20ms", queue_bytes="64MiB", loss="0.1%"), 1000.0)
     for side in (config.up, config.down):
-        assert side.rate == 10e9 / 1000 and side.queue == 67108
-        assert side.delay == 0.020 and side.loss == 0.001  # time and loss do not scale
+        assert side.rate_bps == 10e9 / 1000 and side.queue_bytes == 67108
+        assert side.delay_s == 0.020 and side.loss == 0.001  # time and loss do not scale
 
 
 def test_a_scaled_queue_stops_at_the_floor():
     # 64 MiB / 2000 = 33554 bytes, below the floor: the queue is the floor
     config = real_link_config(_link(rate_bps="10gbit", queue_bytes="64MiB"), 2000.0)
-    assert config.up.queue == MIN_QUEUE_BYTES == 65536 and config.up.rate == 5e6
+    assert config.up.queue_bytes == MIN_QUEUE_BYTES == 65536 and config.up.rate_bps == 5e6
 
 
 def test_a_control_link_keeps_its_emulated_rate_and_queue():
     config = real_link_config(_link("control", rate_bps="10gbit", queue_bytes="64MiB"), 1000.0)
-    assert config.up.rate == 10e9 and config.up.queue == 64 * 2**20
+    assert config.up.rate_bps == 10e9 and config.up.queue_bytes == 64 * 2**20
 
 
 def test_a_patch_in_emulated_units_scales_like_the_spec():
@@ -45,5 +45,5 @@ def test_the_launcher_hands_the_link_its_config_to_the_bit(tmp_path):
     cmd = link_command(link, 3.0, 7, tmp_path)
     written = LinkConfig.model_validate_json((tmp_path / "links" / "wan.json").read_text())
     assert cmd[cmd.index("--config") + 1] == str((tmp_path / "links" / "wan.json").resolve())
-    assert written == real_link_config(link, 3.0) and written.up.rate == 10e9 / 3
+    assert written == real_link_config(link, 3.0) and written.up.rate_bps == 10e9 / 3
     assert "--rate" not in cmd and "--queue" not in cmd
