@@ -58,7 +58,9 @@ async def relay_alone(peers: Peers, job: Job, mode: Mode, relay: ServicePlan | N
                 yield item
                 continue
             item.pdd.update(fallback=True, degraded=kind.value, rld_tokens=item.pdd["md_tokens"], md_tokens=0)
+            # the reason is one of a few fixed strings, so that reports can tally them; the failure is its own field
             item.pdd["policy"] = {"estimate_s": None, "reason": reason}
+            item.pdd["degraded_cause"] = cause.message
             yield item
     finally:
         dispatches[relay.name] -= 1
