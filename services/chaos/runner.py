@@ -33,6 +33,7 @@ from services.chaos.report import ChaosReport, count, error_groups, phase_report
 from services.chaos.resources import wait_at_rest, growth
 from services.chaos.scenarios import DEADLINES, PRESETS, SCENARIOS, STEADY_RATE, STEADY_WORKLOAD, not_applicable
 from services.chaos.traffic import Traffic
+from services.http_limits import HttpLimits
 from services.profiles import load_model
 
 OUTCOMES_FILE = "outcomes.jsonl"
@@ -92,8 +93,14 @@ async def run_scenario(name: str, mode: str, quick: bool = False, run_dir: Path 
 
 
 def _requests_session() -> aiohttp.ClientSession:
-    # No connection cap: an open loop must never queue requests inside the client.
-    return aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0), read_bufsize=SSE_LINE_LIMIT)
+    # No connection cap: an open loop must never queue requests inside the client. Idle connections are
+    # dropped well before the router's keep-alive closes them (HttpLimits.keepalive_s, 15 s, aiohttp's
+    # client default too): a request written to a connection the server is closing at that moment never
+    # reaches it, and the client sees "Server disconnected" for a request the mesh never saw (the full
+    # rld-overload run lost 7 that way). Clients must time idle connections out first.
+    idle_s = HttpLimits().keepalive_s / 2
+    return aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=idle_s),
+                                 read_bufsize=SSE_LINE_LIMIT)
 
 
 async def _send_for(traffic: Traffic, seconds: float) -> None:

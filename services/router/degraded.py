@@ -61,7 +61,9 @@ async def relay_alone(peers: Peers, job: Job, mode: Mode, relay: ServicePlan | N
             stats = item.stats
             stats.fallback, stats.degraded = True, kind.value
             stats.rld_tokens, stats.md_tokens = stats.md_tokens, 0  # the relay decoded it all
+            # the reason is one of a few fixed strings, so that reports can tally them; the failure is its own field
             stats.policy = PolicyNote(None, reason)
+            stats.degraded_cause = cause.message
             yield item
     finally:
         dispatches[relay.name] -= 1

@@ -142,8 +142,7 @@ async def pdd(peers: Peers, job: Job, mode: Mode) -> AsyncIterator[Token | Finis
     if failed is not None:
         relay_load = None if relay is None else _relay_load(peers, relay, reported_load)
         async for item in relay_alone(peers, relay_retry(job), mode, relay, relay_hit, relay_load,
-                                      relay_dispatches(peers), failed,
-                                      f"main decode failed before its first token ({failed.message})",
+                                      relay_dispatches(peers), failed, "main decode failed before its first token",
                                       Degraded.MAIN_PATH_FAILED):
             yield item
 

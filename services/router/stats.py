@@ -47,6 +47,7 @@ class PddStats(msgspec.Struct):
     relay_error: str | UnsetType = UNSET
     wan_transfer_cancelled: bool | UnsetType = UNSET
     policy: PolicyNote | UnsetType = UNSET
+    degraded_cause: str | UnsetType = UNSET
 
     def as_json(self) -> dict:
         """The object as JSON-ready builtins; fields left UNSET are absent."""

@@ -83,7 +83,8 @@ def test_a_p_md_request_whose_main_decode_dies_before_its_first_token_is_served_
         counted = _metric(url, "main-decode-failed")
     assert text == TEXT.text(TEXT.ids(prompt, 12))
     assert pdd["pipeline"] == "P-RLD" and pdd["degraded"] == "main-decode-failed" and pdd["rld_tokens"] == 12, pdd
-    assert pdd["policy"]["reason"].startswith("main decode failed before its first token")
+    assert pdd["policy"]["reason"] == "main decode failed before its first token"
+    assert pdd["degraded_cause"].startswith("decode failed"), pdd  # main decode's stream, cut by the kill
     assert counted == 1
 
 
