@@ -87,18 +87,23 @@ def policy_of(peers: Peers) -> PipelinePolicy:
 
 
 async def pdd(peers: Peers, job: Job, mode: Mode) -> AsyncIterator[Token | Finished]:
-    relay, relay_hit, reported_load = await _lookup_relay(peers, job)
     try:
         md, md_hit = await peers.best_decode(job, (Role.MAIN_DECODE,))
     except ApiError as down:
-        relay_load = None if relay is None else _relay_load(peers, relay, reported_load)
         if down.status not in (503, 504):  # unreachable, or not answering its lookup in time
             raise
+        relay, relay_hit, reported_load = await _lookup_relay(peers, job)
+        relay_load = None if relay is None else _relay_load(peers, relay, reported_load)
         async for item in relay_alone(peers, job, mode, relay, relay_hit, relay_load, relay_dispatches(peers), down):
             yield item
         return
     policy = policy_of(peers)
     missing = (len(job.prompt) - md_hit) * peers.kv_bytes_per_token
+    # A short transfer goes P-MD whatever the relay's load, so only a long one asks the relay: a lookup
+    # is a gRPC call at both ends, most of what a P-MD request cost the relay (docs/mesh.md §Cost of a
+    # streamed token). The choice below still follows the last await, in the step that dispatches.
+    relay, relay_hit, reported_load = (None, 0, None) if policy.transfer_is_short(missing) else \
+        await _lookup_relay(peers, job)
     # The router's dispatch count is read after the lookups' awaits and taken in the same step: a burst
     # whose lookups all ran before any of them was dispatched would otherwise all see the same idle relay.
     relay_load = None if relay is None else _relay_load(peers, relay, reported_load)

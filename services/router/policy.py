@@ -40,8 +40,15 @@ class PipelinePolicy:
     def predict_s(self, emulated_bytes: int, queued_bytes: int = 0) -> float:
         return self.wan.delay_s + (emulated_bytes + queued_bytes) * 8 / self.wan.rate_bps
 
+    def estimate_s(self, missing_bytes: int) -> float:
+        return self.predict_s(missing_bytes, self.in_flight_bytes) * self.correction
+
+    def transfer_is_short(self, missing_bytes: int) -> bool:
+        """choose() would send the request P-MD whatever the relay's load: it need not be looked up."""
+        return self.estimate_s(missing_bytes) <= self.spec.transfer_threshold_s
+
     def choose(self, missing_bytes: int, relay_load: float | None) -> Choice:
-        estimate = self.predict_s(missing_bytes, self.in_flight_bytes) * self.correction
+        estimate = self.estimate_s(missing_bytes)
         if estimate <= self.spec.transfer_threshold_s:
             return Choice(Pipeline.P_MD, estimate, missing_bytes, "transfer is short")
         if relay_load is None:

@@ -64,3 +64,32 @@ async def test_a_burst_that_looked_the_relay_up_together_does_not_overfill_it(mo
     release.set()
     await asyncio.gather(*tasks)
     assert pdd_module.relay_dispatches(peers)[relay_plan.name] == 0  # every slot given back
+
+
+async def test_only_a_request_with_a_long_transfer_asks_the_relay(monkeypatch):
+    peers = Peers.__new__(Peers)
+    peers.plan = build_plan(load_scenario("pdd-mini"))
+    relay_plan, md_plan = peers.services(Role.RELAY_DECODE)[0], peers.services(Role.MAIN_DECODE)[0]
+    relay = _Relay(burst=1)
+    peers.decode = {relay_plan.name: relay}
+
+    async def best_decode(job, roles):
+        return md_plan, 0
+    peers.best_decode = best_decode
+    chosen = []
+
+    async def pipeline(name):
+        chosen.append(name)
+        return
+        yield
+
+    monkeypatch.setattr(pdd_module, "_relay_then_main", lambda *args: pipeline(Pipeline.P_RLD_MD))
+    monkeypatch.setattr(pdd_module, "run_p_d", lambda *args: pipeline(Pipeline.P_MD))
+    peers.kv_bytes_per_token = 1  # 512 bytes cross the WAN in its delay: P-MD, whatever the relay's load
+    async for _ in pdd_module.pdd(peers, Job("short", list(range(512)), 8, 0, 0.0), Mode.PDD):
+        pass
+    assert chosen == [Pipeline.P_MD] and relay.asked == 0
+    peers.kv_bytes_per_token = 1 << 21  # 1 GB: 0.86 s over the 10 Gbit/s line, past the 0.5 s threshold
+    async for _ in pdd_module.pdd(peers, Job("long", list(range(512)), 8, 0, 0.0), Mode.PDD):
+        pass
+    assert chosen == [Pipeline.P_MD, Pipeline.P_RLD_MD] and relay.asked == 1
