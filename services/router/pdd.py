@@ -145,6 +145,8 @@ async def pdd(peers: Peers, job: Job, mode: Mode) -> AsyncIterator[Token | Finis
         if slot is not None:
             slot.release()
     if failed is not None:
+        if relay is None:  # a short transfer skipped the relay's lookup: it is asked now, for the retry
+            relay, relay_hit, reported_load = await _lookup_relay(peers, job)
         relay_load = None if relay is None else _relay_load(peers, relay, reported_load)
         async for item in relay_alone(peers, relay_retry(job), mode, relay, relay_hit, relay_load,
                                       relay_dispatches(peers), failed, "main decode failed before its first token",
