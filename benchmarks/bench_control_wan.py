@@ -45,7 +45,7 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=8)
     parser.add_argument("--delay", default="20ms", help="the WAN's one-way delay")
     args = parser.parse_args()
-    scenario = load_scenario(args.scenario, [f"wan.delay_s={args.delay}", "wan.jitter_s=0ms"])
+    scenario = load_scenario(args.scenario, [f"wan.delay_s={args.delay}", "wan.jitter_s=0ms", "control_over_wan=true"])
     prompts = [" ".join(f"w{r}x{i}" for i in range(512)) for r in range(args.requests)]
     shaped = build_plan(scenario)
     direct = shaped.model_copy(update={"links": tuple(l for l in shaped.links if l.purpose == "kv")})

@@ -171,9 +171,9 @@ def plan_mesh(scenario: Scenario, host: str, port: Callable[[], int], router_por
             listen_port=port(), control_port=port(),
             upstream_port=by_name[dst.name].kv_port, spec=scenario.link_between(src, dst),
         ))
-    # gRPC between datacenters crosses the WAN too, as in compose: lookups, Generate and its token
-    # feed, announces and handoffs pay the round trip (docs/mesh.md §Topology).
-    for dc, target in control_routes(services):
+    # With control_over_wan, gRPC between datacenters crosses the WAN too, as in compose: lookups, Generate
+    # and its token feed, announces and handoffs pay the round trip (docs/mesh.md §Topology).
+    for dc, target in control_routes(services) if scenario.control_over_wan else ():
         links.append(LinkPlan(
             name=f"{dc}-to-{target.name}-grpc", src=dc, dst=target.name, kind="wan", purpose="control", host=host,
             listen_port=port(), control_port=port(), upstream_port=target.grpc_port, spec=control_spec(scenario.wan),

@@ -26,7 +26,7 @@ def test_a_plans_ports_are_all_distinct_and_outside_the_ephemeral_range():
 def test_grpc_across_datacenters_goes_through_a_shaped_control_link():
     from services.scenario.link_config import real_link_config
 
-    plan = build_plan(load_scenario("pdd-mini", ()))
+    plan = build_plan(load_scenario("pdd-mini", ["control_over_wan=true"]))
     main, relay = plan.service("main-decode"), plan.service("relay-decode")
     to_main = plan.grpc_address("main-decode", "router")
     link = next(l for l in plan.links if l.address == to_main)
