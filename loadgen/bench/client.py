@@ -51,7 +51,7 @@ async def stream_completion(
     except asyncio.CancelledError:
         # only the run itself cancels a request (Ctrl-C); it awaits this record to keep partial results
         record.status, record.error = "cancelled", "run interrupted"
-    _fill_measurements(record, tally)
+    fill_measurements(record, tally)
     record.elapsed_s = time.perf_counter() - tally.sent_at
     return record, tally.output_ids
 
@@ -77,7 +77,7 @@ async def error_text(response: aiohttp.ClientResponse) -> str:
         return text[:500]
 
 
-def _fill_measurements(record: RequestRecord, tally: StreamTally) -> None:
+def fill_measurements(record: RequestRecord, tally: StreamTally) -> None:
     record.output_tokens = len(tally.token_times)
     record.ttft_s = tally.ttft_s
     record.itl_s = tally.itl_s

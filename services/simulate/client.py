@@ -16,7 +16,7 @@ import time
 
 from pydantic import ValidationError
 
-from loadgen.bench.client import _fill_measurements as fill_measurements
+from loadgen.bench.client import fill_measurements
 from loadgen.bench.records import RequestRecord
 from loadgen.plan import RequestPlan
 from loadgen.sse import SseLineDecoder, StreamError, StreamTally
