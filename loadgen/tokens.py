@@ -61,6 +61,13 @@ def text_token_ids(text: str, vocab: int = DEFAULT_VOCAB) -> list[int]:
     those decode to their exact ids, so a session's next prompt holds the very ids
     the server generated and cached. Any other piece hashes to a stable id below `vocab`.
     """
+    return list(_piece_ids(text, vocab))
+
+
+@functools.lru_cache(maxsize=1 << 18)
+def _piece_ids(text: str, vocab: int) -> tuple[int, ...]:
+    # A streamed chunk is one word and its space, from a vocabulary the client soon has all of:
+    # remembered, its ids cost a lookup instead of a split and a spelling per token received.
     ids = []
     for piece in text.split():  # a streamed chunk holds one piece: this runs once per token received
         token_id = word_id(piece)
@@ -68,7 +75,7 @@ def text_token_ids(text: str, vocab: int = DEFAULT_VOCAB) -> list[int]:
             digest = hashlib.blake2b(piece.encode("utf-8"), digest_size=8).digest()
             token_id = int.from_bytes(digest, "little") % vocab
         ids.append(token_id)
-    return ids
+    return tuple(ids)
 
 
 def common_prefix_length(a: np.ndarray, b: np.ndarray) -> int:

@@ -46,6 +46,10 @@ class RequestRecord:
     def ok(self) -> bool:
         return self.status == "ok"
 
+    def row(self) -> dict:
+        """The record as a dict for summaries: its fields themselves, not the deep copy `asdict` makes."""
+        return dict(vars(self))
+
     def to_json_line(self) -> str:
         return json.dumps(dataclasses.asdict(self), separators=(",", ":"))
 

@@ -10,7 +10,6 @@ request both completed, the same pipeline for at least 95% of them.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import aiohttp
@@ -68,7 +67,7 @@ class Agreement:
 
 
 def _summary(records: list[RequestRecord]):
-    return summarize([dataclasses.asdict(r) for r in records], sla=SlaConfig(), workload="")
+    return summarize([r.row() for r in records], sla=SlaConfig(), workload="")
 
 
 def compare(mesh: Driven, sim: Driven) -> Agreement:

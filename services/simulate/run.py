@@ -10,7 +10,6 @@ router's own checks and encoder (services/simulate/client.py). Every
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import random
 import sys
 import time
@@ -145,7 +144,7 @@ async def simulate_run(scenario: Scenario, workload: str, *, rate: float | None 
         emulated_s = loop.time() - start
         snapshots.append((round(emulated_s, 9), mesh.stats()))
     wall_s = time.perf_counter() - wall_start
-    summary = summarize([dataclasses.asdict(r) for r in driven.records], sla=config.sla,
+    summary = summarize([r.row() for r in driven.records], sla=config.sla,
                         workload=config.workload_spec, offered_rate=driven.rate, concurrency=driven.concurrency,
                         skipped_arrivals=driven.skipped_arrivals)
     summary_dict = {**summary.model_dump(mode="json"), "emulated_s": round(emulated_s, 6), "wall_s": round(wall_s, 3),
@@ -160,10 +159,18 @@ def run_simulation(scenario: Scenario, workload: str, *, rate: float | None = No
     with virtual_runner() as runner:
         loop = runner.get_loop()
         assert isinstance(loop, VirtualEventLoop)
+        result: list[SimulatedRun] = []
+
+        async def main() -> None:
+            # The result leaves through `result`, not as the task's own: asyncio.Runner's SIGINT
+            # check repr()s the main task, and with it every record of the run (seconds at scale).
+            result.append(await simulate_run(scenario, workload, rate=rate, concurrency=concurrency,
+                                             duration_s=duration_s, seed=seed, stats_every_s=stats_every_s,
+                                             progress=progress, request_timeout_s=request_timeout_s))
+
         with process_clocks(VirtualClock(loop)):
-            return runner.run(simulate_run(scenario, workload, rate=rate, concurrency=concurrency,
-                                           duration_s=duration_s, seed=seed, stats_every_s=stats_every_s,
-                                           progress=progress, request_timeout_s=request_timeout_s))
+            runner.run(main())
+        return result[0]
 
 
 __all__ = ["BenchError", "SimulatedRun", "run_simulation", "simulate_run"]

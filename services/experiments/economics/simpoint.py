@@ -14,7 +14,6 @@ event loop is never virtual.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,7 +41,7 @@ class SimulatedPoints:
         run = await asyncio.to_thread(run_simulation, scenario, workload, concurrency=users,
                                       duration_s=self.warmup_s + self.measure_s, seed=seed)
         window = Window(users, self.warmup_s, self.warmup_s + self.measure_s)
-        records = [r if isinstance(r, dict) else dataclasses.asdict(r) for r in run.records]
+        records = [r if isinstance(r, dict) else r.row() for r in run.records]
         step = write_window(records, window, self.out_dir / f"{scenario.name}-seed{seed}" / f"users-{users}",
                             SlaConfig(ttft_s=scenario.sla.ttft_s, tpot_s=scenario.sla.tpot_s), scenario.name,
                             workload, cost_per_hour(scenario))
