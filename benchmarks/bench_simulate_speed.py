@@ -5,7 +5,9 @@
 Each case runs in a child process of its own, so its peak RSS and CPU time are its
 own (docs/simulate.md, "Speed"):
 1. every -mini preset, poisson 3000-token prompts, 200-token outputs, 4 req/s for 20 s;
-2. paper-full-pdd at the report's 80 req/s, the agentic 64K workload, 5 s of arrivals;
+2. paper-full-pdd under the report's agentic 64K workload: a population of agents in closed loop
+   (the economics experiment's load), its speed read over the run's second half, after the
+   cold start's first turns;
 3. wall time against the request rate (pdd-mini, 2 to 16 req/s);
 4. wall time against the instance count (pd-intra-mini, 1 to 8 decode instances at 8 req/s).
 The bar: 50x real time on -mini presets, 1x on paper-full-pdd at 80 req/s (one core).
@@ -22,29 +24,48 @@ import subprocess
 import sys
 import time
 
+from services.experiments.paper import WORKLOAD as PAPER_WORKLOAD
+
 MINI = ["colocated-mini", "pd-intra-mini", "pd-cross-mini", "pdd-mini", "pdd-kvship-mini"]
 POISSON = "poisson:input=3000,output=200"
 
 
-def one_case(preset: str, workload: str, rate: float, duration_s: float, overrides: list[str]) -> dict:
+def one_case(preset: str, workload: str, rate: float | None, users: int | None, duration_s: float,
+             overrides: list[str]) -> dict:
     from services.scenario.loader import load_scenario
     from services.simulate.run import run_simulation
 
     scenario = load_scenario(preset, overrides)
     cpu0 = time.process_time()
-    run = run_simulation(scenario, workload, rate=rate, duration_s=duration_s, seed=0)
+    run = run_simulation(scenario, workload, rate=rate, concurrency=users, duration_s=duration_s, seed=0)
     cpu = time.process_time() - cpu0
     s = run.summary
-    return {"preset": preset, "overrides": overrides, "workload": workload, "rate": rate, "duration_s": duration_s,
-            "requests": s["sent"], "completed": s["completed"], "failed": s["failed"],
-            "tokens": sum(r.output_tokens for r in run.records), "emulated_s": s["emulated_s"],
-            "wall_s": s["wall_s"], "cpu_s": round(cpu, 3), "speedup": s["speedup"],
-            "cpu_speedup": round(s["emulated_s"] / cpu, 2),
-            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
+    row = {"preset": preset, "overrides": overrides, "workload": workload, "rate": rate, "users": users,
+           "duration_s": duration_s, "requests": s["sent"], "completed": s["completed"], "failed": s["failed"],
+           "tokens": sum(r.output_tokens for r in run.records), "emulated_s": s["emulated_s"],
+           "wall_s": s["wall_s"], "cpu_s": round(cpu, 3), "speedup": s["speedup"],
+           "cpu_speedup": round(s["emulated_s"] / cpu, 2),
+           "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
+    if users is not None:  # a population's steady state: the second half, past the cold start
+        row["window"] = second_half(run, duration_s)
+    return row
 
 
-def run_case(preset: str, workload: str, rate: float, duration_s: float, *overrides: str) -> dict:
-    spec = json.dumps([preset, workload, rate, duration_s, list(overrides)])
+def second_half(run, duration_s: float) -> dict:
+    """Speed and load over the run's second half, from the CPU time read at each stats snapshot."""
+    half = [(t, cpu) for t, cpu in run.pace if t >= duration_s / 2]
+    (t0, cpu0), (t1, cpu1) = half[0], half[-1]
+    sent = [r for r in run.records if t0 <= r.send_s < t1]
+    tokens = sum(r.output_tokens for r in sent)
+    return {"emulated_s": round(t1 - t0, 1), "cpu_s": round(cpu1 - cpu0, 2),
+            "cpu_speedup": round((t1 - t0) / (cpu1 - cpu0), 3), "req_per_s": round(len(sent) / (t1 - t0), 1),
+            "tokens_per_s": round(tokens / (t1 - t0)), "cpu_us_per_token": round((cpu1 - cpu0) / tokens * 1e6, 1),
+            "ok": sum(r.status == "ok" for r in sent), "sent": len(sent)}
+
+
+def run_case(preset: str, workload: str, rate: float | None, duration_s: float, *overrides: str,
+             users: int | None = None) -> dict:
+    spec = json.dumps([preset, workload, rate, users, duration_s, list(overrides)])
     done = subprocess.run([sys.executable, "-m", "benchmarks.bench_simulate_speed", "--case", spec],
                           capture_output=True, text=True, timeout=1800)
     if done.returncode != 0:
@@ -54,7 +75,8 @@ def run_case(preset: str, workload: str, rate: float, duration_s: float, *overri
 
 def show(row: dict) -> None:
     extra = f" {' '.join(row['overrides'])}" if row["overrides"] else ""
-    print(f"| {row['preset']}{extra} | {row['rate']:g} | {row['completed']}/{row['requests']} | {row['tokens']} | "
+    load = f"{row['rate']:g}" if row["rate"] is not None else f"{row['users']} agents"
+    print(f"| {row['preset']}{extra} | {load} | {row['completed']}/{row['requests']} | {row['tokens']} | "
           f"{row['emulated_s']:.1f} | {row['wall_s']:.2f} | {row['cpu_s']:.2f} | {row['speedup']:.1f}x | "
           f"{row['cpu_speedup']:.1f}x | {row['cpu_s'] / max(1, row['tokens']) * 1e6:.0f} | {row['peak_rss_mb']:.0f} |",
           flush=True)
@@ -70,12 +92,18 @@ def main() -> None:
         return
     seconds = 10.0 if args.quick else 20.0
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-    print("| case | req/s | completed | tokens | emulated s | wall s | CPU s | speedup (wall) | speedup (CPU) | "
+    print("| case | req/s or agents | completed | tokens | emulated s | wall s | CPU s | speedup (wall) | speedup (CPU) | "
           "CPU us/token | peak RSS MB |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for preset in MINI:
         show(run_case(preset, POISSON, 4.0, seconds))
-    show(run_case("paper-full-pdd", "agentic", 80.0, 2.0 if args.quick else 5.0))
+    full = run_case("paper-full-pdd", PAPER_WORKLOAD, None, 60.0 if args.quick else 180.0,
+                    users=300 if args.quick else 600)
+    show(full)
+    w = full["window"]
+    print(f"paper-full-pdd, {full['users']} agents, second half: {w['emulated_s']} emulated s in {w['cpu_s']} CPU s "
+          f"({w['cpu_speedup']}x), {w['req_per_s']} req/s, {w['tokens_per_s']} output tokens/s, "
+          f"{w['cpu_us_per_token']} CPU us/token, {w['ok']}/{w['sent']} ok", flush=True)
     for rate in (2.0, 8.0) if args.quick else (2.0, 4.0, 8.0, 16.0):
         show(run_case("pdd-mini", POISSON, rate, seconds))
     for count in (1, 4) if args.quick else (1, 2, 4, 8):

@@ -42,6 +42,7 @@ class SimulatedRun:
     summary: dict[str, Any]
     snapshots: list[Snapshot] = field(default_factory=list)
     outputs: dict[str, list[int]] = field(default_factory=dict)  # each request's output token ids, by id
+    pace: list[tuple[float, float]] = field(default_factory=list)  # (emulated s, process CPU s) at each snapshot
 
 
 class _LoopClock(RunClock):
@@ -121,6 +122,7 @@ async def simulate_run(scenario: Scenario, workload: str, *, rate: float | None 
     loop = asyncio.get_running_loop()
     wall_start = time.perf_counter()
     snapshots: list[Snapshot] = []
+    pace: list[tuple[float, float]] = []
     bar = tqdm(total=round(duration_s, 1), unit="s", desc="simulate (emulated s)", disable=not progress,
                file=sys.stderr, dynamic_ncols=True)
     async with SimulatedMesh(simulated_plan(scenario)) as mesh:
@@ -128,6 +130,7 @@ async def simulate_run(scenario: Scenario, workload: str, *, rate: float | None 
 
         def snapshot() -> None:
             snapshots.append((round(loop.time() - start, 9), mesh.stats()))
+            pace.append((snapshots[-1][0], time.process_time()))  # the speed of a window, not of the whole run
             bar.update(round(min(duration_s, loop.time() - start) - bar.n, 1))
             ticker[0] = loop.call_later(stats_every_s, snapshot)
 
@@ -149,7 +152,7 @@ async def simulate_run(scenario: Scenario, workload: str, *, rate: float | None 
                         skipped_arrivals=driven.skipped_arrivals)
     summary_dict = {**summary.model_dump(mode="json"), "emulated_s": round(emulated_s, 6), "wall_s": round(wall_s, 3),
                     "speedup": round(emulated_s / wall_s, 2) if wall_s > 0 else None}
-    return SimulatedRun(driven.records, summary_dict, snapshots, driven.outputs)
+    return SimulatedRun(driven.records, summary_dict, snapshots, driven.outputs, pace)
 
 
 def run_simulation(scenario: Scenario, workload: str, *, rate: float | None = None, concurrency: int | None = None,

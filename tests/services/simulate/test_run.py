@@ -62,6 +62,15 @@ def test_snapshots_hold_each_service_stats():
     assert roles == {"prefill", "relay-decode", "main-decode"}
     assert sum(stats["transfers_completed"] for name, stats in last.items() if "transfers_completed" in stats) > 0
     assert run.summary["speedup"] > 0 and run.summary["wall_s"] > 0
+    # The pace of the run: the CPU time spent by each snapshot, for the speed of a window
+    assert [t for t, _ in run.pace] == times[: len(run.pace)] and len(run.pace) >= len(times) - 1
+    cpu = [c for _, c in run.pace]
+    assert cpu == sorted(cpu) and cpu[-1] > cpu[0]
+
+
+def test_a_record_row_is_its_fields():
+    record = run_simulation(load_scenario("pd-intra-mini"), WORKLOAD, rate=3.0, duration_s=1.0, seed=1).records[0]
+    assert record.row() == dataclasses.asdict(record)  # what summaries read, without asdict's deep copy
 
 
 def test_cli_writes_bench_outputs_and_refuses_bad_input(tmp_path):
