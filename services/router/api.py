@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 from aiohttp import web
@@ -50,7 +50,7 @@ class StreamOptions(BaseModel):
     include_usage: StrictBool = False  # a last chunk with usage and no choices
 
 
-class _Common(BaseModel):
+class CommonRequest(BaseModel):
     model_config = ConfigDict(extra="ignore")
     model: str
     max_tokens: StrictInt = Field(16, ge=1)
@@ -87,7 +87,7 @@ class _Common(BaseModel):
         stops = [v] if isinstance(v, str) else v or []
         if any(not s for s in stops):
             raise ValueError("stop sequences must not be empty")
-        return [_unicode(s, "stop") for s in stops] or None
+        return [unicode_text(s, "stop") for s in stops] or None
 
     @model_validator(mode="after")
     def _stream_options_need_a_stream(self):
@@ -105,7 +105,7 @@ class _Common(BaseModel):
         return self.max_tokens
 
 
-def _unicode(text: str, what: str) -> str:
+def unicode_text(text: str, what: str) -> str:
     """JSON may carry lone surrogates ("\\ud800"); they are not text, and no tokenizer can encode them."""
     try:
         text.encode("utf-8")
@@ -114,7 +114,7 @@ def _unicode(text: str, what: str) -> str:
     return text
 
 
-class CompletionRequest(_Common):
+class CompletionRequest(CommonRequest):
     model_config = ConfigDict(extra="ignore", arbitrary_types_allowed=True)
     # ids arrive as int64 (the router checks their range: services/router/intake.py); a list of strings is a
     # batch: one choice per prompt
@@ -138,7 +138,7 @@ class CompletionRequest(_Common):
             raise ValueError("prompt is empty")
         if isinstance(v, list) and isinstance(v[0], str):
             return [_not_blank(p, f"prompt[{i}]") for i, p in enumerate(v)]
-        return _unicode(v, "prompt") if isinstance(v, str) else v
+        return unicode_text(v, "prompt") if isinstance(v, str) else v
 
     @model_validator(mode="after")
     def _best_of_covers_n(self):
@@ -155,75 +155,7 @@ class CompletionRequest(_Common):
 def _not_blank(text: str, what: str) -> str:
     if not text.strip():
         raise ValueError(f"{what} is empty")
-    return _unicode(text, what)
-
-
-class TextPart(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    type: Literal["text"]
-    text: StrictStr
-
-
-class ChatMessage(BaseModel):
-    """One message; `content` may be text, a list of text parts, or null on an assistant turn with tool calls."""
-
-    model_config = ConfigDict(extra="ignore")
-    role: Literal["system", "user", "assistant", "tool", "developer"]
-    content: StrictStr | list[TextPart] | None = None
-    name: StrictStr | None = None
-    tool_calls: list[dict[str, Any]] | None = None
-    tool_call_id: StrictStr | None = None
-
-    @field_validator("content", mode="before")
-    @classmethod
-    def _text_only(cls, v):
-        for part in v if isinstance(v, list) else []:
-            if isinstance(part, dict) and part.get("type") not in ("text", None):
-                raise ValueError(f"content part of type {part.get('type')!r} is not supported: this model "
-                                 "takes text only")
-        return v
-
-    @model_validator(mode="after")
-    def _content_present(self):
-        if self.content is None and not (self.role == "assistant" and self.tool_calls):
-            raise ValueError("content may be null only on an assistant message with tool_calls")
-        if self.role == "tool" and self.tool_call_id is None:
-            raise ValueError("a tool message needs tool_call_id")
-        _unicode(self.text(), "content")
-        return self
-
-    def text(self) -> str:
-        if isinstance(self.content, list):
-            return " ".join(part.text for part in self.content)
-        return self.content or ""
-
-
-class ChatRequest(_Common):
-    messages: list[ChatMessage] = Field(min_length=1)
-    max_completion_tokens: StrictInt | None = Field(None, ge=1)
-    logprobs: StrictBool = False
-    top_logprobs: StrictInt | None = Field(None, ge=0, le=20)
-    # Accepted so tool-using clients work unchanged; the emulated model never calls a tool.
-    tools: list[dict[str, Any]] | None = None
-    tool_choice: StrictStr | dict[str, Any] | None = None
-    parallel_tool_calls: StrictBool | None = None
-    response_format: dict[str, Any] | None = None
-
-    @field_validator("response_format")
-    @classmethod
-    def _format_kind(cls, v):
-        if v is not None and v.get("type") not in ("text", "json_object", "json_schema"):
-            raise ValueError("response_format.type must be text, json_object or json_schema")
-        return v
-
-    @model_validator(mode="after")
-    def _top_needs_logprobs(self):
-        if self.top_logprobs and not self.logprobs:
-            raise ValueError("top_logprobs needs logprobs: true")
-        return self
-
-    def output_limit(self) -> int:
-        return self.max_completion_tokens or self.max_tokens
+    return unicode_text(text, what)
 
 
 def _first_problem(exc: ValidationError) -> tuple[str, str]:
@@ -264,8 +196,3 @@ def client_request_id(value: str | None) -> str | None:
         raise ApiError(400, "x-request-id must be 1 to 128 characters of A-Z a-z 0-9 . _ : -",
                        code="invalid_request_id")
     return value
-
-
-def chat_prompt(messages: list[ChatMessage]) -> str:
-    """A plain transcript; the emulated tokenizer needs only stable pieces, not a chat template."""
-    return " ".join(f"<{m.role}> {m.text()}" for m in messages)

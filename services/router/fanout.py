@@ -13,7 +13,8 @@ import time
 from typing import Any
 
 from services.engine.tokens import prompt_fingerprint, stream_key, token_at
-from services.router.api import ChatRequest, CompletionRequest, chat_prompt
+from services.router.api import CompletionRequest
+from services.router.chat_api import ChatRequest, chat_prompt
 from services.router.choices import Choice, LogprobAsk
 from services.router.pipelines import Job
 from services.router.stops import StopRules, plan_ending

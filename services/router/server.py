@@ -23,10 +23,8 @@ from services.scenario.plan import MeshPlan, ServicePlan
 from services.http_limits import HttpLimits, start_http
 from services.observability import add_ops_routes, serve_until_signalled
 from services.profiles import load_model
-from services.router.api import (
-    MAX_BODY_BYTES, ApiError, ChatRequest, CompletionRequest, client_request_id, parse_body,
-)
-from services.router.choices import Choice
+from services.router.api import MAX_BODY_BYTES, ApiError, CompletionRequest, client_request_id, parse_body
+from services.router.chat_api import ChatRequest
 from services.router.errors import json_errors
 from services.router.fanout import plan_jobs
 from services.router.fanout_stream import stream_choices
@@ -34,7 +32,8 @@ from services.router.intake import PromptIds, checked_ids
 from services.router.metrics import RouterMetrics
 from services.router.outcomes import RequestOutcomes
 from services.router.pipelines import Finished, Job, Peers, Token, pipeline_for
-from services.router.sse import DONE, ChunkEncoder, text_json
+from services.router.sse import text_json
+from services.router.stream_one import stream_one
 from services.router.whole import respond_whole
 
 log = logging.getLogger(__name__)
@@ -142,70 +141,10 @@ async def _handle(request: web.Request, chat: bool) -> web.StreamResponse:
         usage = body.stream_options is not None and body.stream_options.include_usage
         if len(pairs) > 1:
             return await stream_choices(request, router, rid, pairs, chat, body.n, headers, usage)
-        return await _respond(request, router, pairs[0][0], pairs[0][1], chat, headers, usage)
+        return await stream_one(request, router, pairs[0][0], pairs[0][1], chat, headers, usage)
     finally:
         router.inflight -= 1
         router.active_ids.discard(rid)
-
-
-async def _respond(request, router: Router, job: Job, choice: Choice, chat: bool, headers,
-                   include_usage: bool = False) -> web.StreamResponse:
-    """A streamed answer; `choice` cuts the text at its stop and supplies logprobs when asked."""
-    created, metrics = int(job.received_unix), router.metrics
-    chunks = ChunkEncoder(job.request_id, created, router.scenario.model, chat)
-    texts: list[str] = []
-    response: web.StreamResponse | None = None
-    last = time.monotonic()
-    start, ttft = last, None
-    gaps: list[float] = []  # inter-token gaps, handed to the histogram in batches (GapHistogram)
-    try:
-        async with asyncio.timeout(router.scenario.request_timeout_s):
-            async for item in router.run(job):
-                now = time.monotonic()
-                if type(item) is Token:
-                    text = choice.add(item.token_id)
-                    if texts:
-                        gaps.append(now - last)
-                        if len(gaps) >= metrics.itl.FLUSH_GAPS:
-                            metrics.itl.observe_many(gaps)
-                            gaps.clear()
-                    else:
-                        metrics.ttft.observe(now - last)
-                        ttft = now - start
-                    last = now
-                    texts.append(text)
-                    if response is None:
-                        response = web.StreamResponse(headers={**headers, "Content-Type": "text/event-stream",
-                                                               "Cache-Control": "no-cache"})
-                        await response.prepare(request)
-                        if choice.ask.echo:
-                            await response.write(chunks.token(choice.prompt_text))
-                    first = len(texts) == 1
-                    if choice.ask.wanted:
-                        await response.write(chunks.token_logprobs(text, choice.last_logprobs(chat), first))
-                    elif text or first:  # past a stop the tokens have no text to send
-                        await response.write(chunks.token(text, first=first))
-                    continue
-                metrics.e2e.observe(now - start)
-                metrics.finished(item.pdd, len(job.prompt), len(texts), choice.ending.finish_reason,
-                                 received_unix=job.received_unix, ttft_s=ttft, e2e_s=now - start)
-                router.completed += 1
-                await response.write(chunks.finish(choice.ending.finish_reason, item.pdd))
-                if include_usage:
-                    await response.write(chunks.usage(len(job.prompt), len(texts),
-                                                      item.pdd.get("prefill_hit_tokens", 0)))
-                await response.write(DONE)
-                return response
-    except (ConnectionResetError, asyncio.CancelledError) as exc:
-        router.hung_up(job.request_id, len(texts))
-        if isinstance(exc, asyncio.CancelledError):
-            raise
-        return response if response is not None else web.Response(status=499)  # nobody reads it
-    except Exception as exc:
-        error = router.error_of(job.request_id, exc)
-    finally:
-        metrics.itl.observe_many(gaps)
-    return await router.answer_failure(job.request_id, error, response, headers)
 
 
 async def completions(request: web.Request) -> web.StreamResponse:

@@ -36,7 +36,7 @@ def _feed(tally: StreamTally, decoder: SseLineDecoder, chunk: bytes, now: float)
 
 
 async def _stream(router: Router, plan: RequestPlan, tally: StreamTally, record: RequestRecord) -> None:
-    """The router's side of one streamed request (services/router/server.py `_handle` and `_respond`)."""
+    """The router's side of one streamed request (services/router/server.py `_handle`, services/router/stream_one.py)."""
     loop, scenario = asyncio.get_running_loop(), router.scenario
     received_unix = time.time()
     payload = {"model": scenario.model, "prompt": plan.prompt, "max_tokens": plan.max_tokens, "stream": True}

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from services.chaos.outcomes import FaultFreeText
 from services.engine.tokens import WordTokenizer
 from services.profiles import load_model
-from services.router.api import ChatMessage, chat_prompt
+from services.router.chat_api import ChatMessage, chat_prompt
 from tests.integration.mesh import get_json, running_mesh
 
 pytestmark = pytest.mark.integration
