@@ -58,8 +58,7 @@ class MeshRun:
         return next((s for s in self.steps if s.window.users == users), None)
 
     def wan_utilisation(self, step: StepResult) -> float:
-        """Emulated WAN bytes of the window's requests against what the line could carry in the window."""
-        return step.summary.wan_bytes * 8 / (self.scenario.wan.rate_bps * step.window.seconds)
+        return step.wan_utilisation(self.scenario.wan.rate_bps)
 
 
 def records_of(step: StepResult) -> list[dict]:

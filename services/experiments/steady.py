@@ -76,6 +76,10 @@ class StepResult:
         """Requests sent in the window that met the SLA, per second of window."""
         return self.summary.within_sla / self.window.seconds
 
+    def wan_utilisation(self, wan_rate_bps: float) -> float:
+        """Emulated WAN bytes of the window's requests against what the line could carry in the window."""
+        return self.summary.wan_bytes * 8 / (wan_rate_bps * self.window.seconds)
+
 
 def window_records(records: list[dict], window: Window) -> list[dict]:
     """Requests sent in the window, with send times re-based to its start."""

@@ -52,7 +52,7 @@ def wan_utilisation(scenario: Scenario, step: StepResult) -> float | None:
     """Emulated WAN bytes of the window's requests against what the line could carry in it; None without a WAN."""
     if all(p.dc == scenario.pools[0].dc for p in scenario.pools):
         return None
-    return step.summary.wan_bytes * 8 / (scenario.wan.rate_bps * step.window.seconds)
+    return step.wan_utilisation(scenario.wan.rate_bps)
 
 
 def point_of(scenario: Scenario, step: StepResult, seed: int, window: list[Snapshot], records: list[dict]
