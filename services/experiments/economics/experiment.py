@@ -23,10 +23,12 @@ from services.experiments.economics.meshpoint import MeshPoints
 from services.experiments.economics.method import Outcome, Plan, run_method
 from services.experiments.economics.sensitivity import PARAMETERS, tornado
 from services.experiments.economics.simpoint import SimulatedPoints
-from services.experiments.paper import WORKLOAD
 from services.experiments.runner import ExperimentResult
 from services.scenario import load_scenario
 
+# The report's agentic shape (../shared/docs/pdd-system.md): 64K context, the seven-bin hit mix
+# (loadgen's default weights), and short outputs, "under 500 tokens": loadgen's default 32..480.
+WORKLOAD = "agentic:context=64K"
 QUICK_WORKLOAD = "agentic:context=16K,output=256..512,turns=6"  # outputs long enough to outlast the handoff
 QUICK_LOADS = (4.0, 12.0)
 TORNADO_FIGURE = "bcr_gain"
