@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import collections
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from services.router.api import CompletionRequest
 from services.router.fanout import plan_jobs
@@ -70,8 +70,15 @@ def prompt_of_length(tokens: int, salt: int = 1) -> list[int]:
     return [(i * 7919 + salt * 104729) % 50000 for i in range(tokens)]
 
 
+class OneRequest(NamedTuple):
+    pdd: dict
+    token_ids: list[int]
+    census: MessageCensus
+    prepared: Any  # what `prepare(mesh)` returned
+
+
 async def _one_request(prompt: list[int], max_tokens: int, scenario: str,
-                       prepare: Callable[[SimulatedMesh], Any]) -> tuple[dict, MessageCensus, Any]:
+                       prepare: Callable[[SimulatedMesh], Any]) -> OneRequest:
     async with SimulatedMesh(simulated_plan(load_scenario(scenario))) as mesh:
         census, extra = MessageCensus(mesh), prepare(mesh)
         router = mesh.router
@@ -79,18 +86,19 @@ async def _one_request(prompt: list[int], max_tokens: int, scenario: str,
                                                  "max_tokens": max_tokens},
                                                 context={"vocab_size": router.model.vocab_size})
         job, _ = plan_jobs(router, "census-1", body, False)[0]
-        pdd = None
+        pdd, token_ids = None, []
         async for item in router.run(job):
-            if type(item) is not Token:
+            if type(item) is Token:
+                token_ids.append(item.token_id)
+            else:
                 pdd = item.pdd
-        return pdd, census, extra
+        return OneRequest(pdd, token_ids, census, extra)
 
 
 def census_of_one_request(prompt: list[int], max_tokens: int, scenario: str = "pdd-mini",
-                          prepare: Callable[[SimulatedMesh], Any] = lambda mesh: None
-                          ) -> tuple[dict, MessageCensus, Any]:
-    """One request on a simulated mesh, no socket opened: its `pdd` object, the census, and what
-    `prepare(mesh)` returned (called once the mesh has started, before the request)."""
+                          prepare: Callable[[SimulatedMesh], Any] = lambda mesh: None) -> OneRequest:
+    """One request on a simulated mesh, no socket opened; `prepare(mesh)` is called once the mesh
+    has started, before the request."""
     with virtual_runner() as runner, process_clocks(VirtualClock(runner.get_loop())):
         return runner.run(_one_request(prompt, max_tokens, scenario, prepare))
 
@@ -101,7 +109,7 @@ def main() -> None:
     parser.add_argument("--output", type=int, default=1000)
     parser.add_argument("--scenario", default="pdd-mini")
     args = parser.parse_args()
-    pdd, census, _ = census_of_one_request(prompt_of_length(args.tokens), args.output, args.scenario)
+    pdd, _, census, _ = census_of_one_request(prompt_of_length(args.tokens), args.output, args.scenario)
     print(f"{args.scenario}, {args.tokens}-token prompt, {args.output} output tokens: pipeline {pdd['pipeline']}")
     print(f"{'hop':34} {'messages':>8} {'bytes':>10} {'with prompt':>11} {'prompt bytes':>12}")
     for (caller, service), hop in sorted(census.per_link().items()):
