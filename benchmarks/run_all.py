@@ -21,6 +21,7 @@ FULL = [
     ["benchmarks.bench_netem_reconfigure"],
     ["benchmarks.bench_mesh_lag"],
     ["benchmarks.bench_intake"],
+    ["benchmarks.bench_prompt_bytes"],
     ["benchmarks.bench_token_cost"],
     ["benchmarks.bench_handoff", "--requests", "20"],
     ["benchmarks.bench_pdd_steady", "--duration", "300"],

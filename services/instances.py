@@ -12,11 +12,9 @@ import asyncio
 import json
 import logging
 import signal
-from collections import OrderedDict
 from typing import Awaitable, Callable
 
 import grpc
-import numpy as np
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -26,15 +24,17 @@ from services.engine.prefix_cache import block_hashes
 from services.engine.roofline import RooflineClock
 from services.engine.scheduler import Engine, EngineConfig, SequenceHandle
 from services.engine.sequence import FinishedEvent, TokenEvent
+from services.engine.tokens import prompt_fingerprint
 from services.scenario.plan import MeshPlan, ServicePlan
 from services.http_limits import HttpLimits, start_http
 from services.observability import add_ops_routes
 from services.profiles import load_gpu, load_model
 from services.rpc import pb, server as grpc_server
+from services.rpc.ids import unpack_ids
+from services.rpc.prompts import HeldPrompts, Prompt, PromptNotHeld
 from services.scenario.sizing import instance_sizing
 
 log = logging.getLogger(__name__)
-PROMPT_HASHES_KEPT = 64  # more than the requests a pool has between its lookup and its generation
 
 
 def build_engines(plan: MeshPlan, service: ServicePlan) -> list[Engine]:
@@ -99,7 +99,8 @@ class RoleProcess:
         self.registry = CollectorRegistry()
         self.registry.register(_EngineCollector(self.engines, service.name, plan.scenario.model))
         self.draining = False
-        self._prompt_hashes: OrderedDict[bytes, list[int]] = OrderedDict()
+        self.held = HeldPrompts()
+        self.prompts_hashed = 0  # prompts received as ids and hashed here
 
     def load(self) -> float:
         """The tighter of two limits: sequences admitted or waiting against the running cap, and KV
@@ -115,29 +116,42 @@ class RoleProcess:
     def instance_name(self, engine: Engine) -> str:
         return engine.name
 
-    def prompt_hashes(self, packed: bytes, ids: np.ndarray) -> list[int]:
-        """The block hashes of a prompt (packed ids, and as an array), computed once in this process.
+    def prompt(self, request) -> Prompt:
+        """A call's prompt: the one its lookup left here (`held_prompt`), or its `prompt_ids` hashed here.
 
-        One request's cache lookup, instance choice and engine admission all need them; a 61K-token
-        prompt costs about 1.5 ms to hash. Keyed by the packed ids, so a reused request id cannot
-        mix prompts; the last PROMPT_HASHES_KEPT prompts are kept (their bytes and hashes, 0.5 MB each
-        at 61K tokens).
+        A process hashes each prompt it receives once: its cache lookup, instance choice and
+        engine admission all use these block hashes (a 64K-token prompt costs about 1.5 ms to
+        hash), and the fingerprint comes from the router (computed here only when a caller
+        sends none). ValueError for malformed ids, PromptNotHeld for a prompt not held.
         """
-        hashes = self._prompt_hashes.pop(packed, None)
-        if hashes is None:
-            hashes = block_hashes(ids, self.engines[0].block_size)
-        self._prompt_hashes[packed] = hashes
-        if len(self._prompt_hashes) > PROMPT_HASHES_KEPT:
-            self._prompt_hashes.popitem(last=False)
-        return hashes
+        if isinstance(request, (pb.GenerateRequest, pb.PrefillRequest)) and request.HasField("held_prompt"):
+            held = request.held_prompt
+            return self.held.take(held.request_id, held.length, held.fingerprint)
+        ids = unpack_ids(request.prompt_ids)
+        self.prompts_hashed += 1
+        return Prompt(ids, block_hashes(ids, self.engines[0].block_size),
+                      request.prompt_fingerprint or prompt_fingerprint(ids))
 
-    def cache_lookup(self, packed: bytes, ids: np.ndarray) -> pb.CacheLookupReply:
+    async def prompt_or_abort(self, request, context) -> Prompt:
+        """`prompt(request)`, or the call aborted: INVALID_ARGUMENT for malformed ids, FAILED_PRECONDITION
+        ("prompt not held", services/rpc/prompts.py) when the sender must send the ids again."""
+        try:
+            return self.prompt(request)
+        except PromptNotHeld as exc:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
+        except ValueError as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+
+    async def cache_lookup(self, request, context) -> pb.CacheLookupReply:
         """The instance a request for this prompt would take, by the pool's one rule, and the prefix it holds.
 
-        A sender sizes the transfer on that instance's cache, and Generate names it (`instance`).
+        A sender sizes the transfer on that instance's cache, and Generate names it (`instance`). The
+        prompt stays here for the Generate or Prefill that names it (HeldPrompt).
         """
-        choice = self.pool.choose(self.prompt_hashes(packed, ids))
-        return pb.CacheLookupReply(hit_tokens=min(choice.cached_tokens, len(ids)),
+        prompt = await self.prompt_or_abort(request, context)
+        self.held.hold(request.request_id, prompt)
+        choice = self.pool.choose(prompt.hashes)
+        return pb.CacheLookupReply(hit_tokens=min(choice.cached_tokens, len(prompt)),
                                    instance=self.instance_name(choice.engine), load=self.load())
 
     def instance(self, name: str, hashes: list[int]) -> Engine:
@@ -170,6 +184,7 @@ class RoleProcess:
 
     def stats(self) -> dict:
         return {"role": self.service.role.value, "name": self.service.name, "draining": self.draining,
+                "prompts": {"hashed": self.prompts_hashed, **self.held.stats()},
                 "instances": {e.name: {k: v for k, v in vars_of(e.stats()).items()} for e in self.engines}}
 
     def stats_json(self, extra: dict) -> str:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from services.engine.scheduler import Engine, SequenceHandle
 from services.engine.sequence import Sequence
 from services.rpc import metadata, pb, pb_grpc
+from services.rpc.prompts import Prompt
 from services.scenario import PddSpec
 from services.types import HandoffMode
 
@@ -43,10 +44,12 @@ async def _pull(relay: pb_grpc.DecodeStub, rid: str, start: int, stop: bool, shi
 
 
 async def take_over_by_kv(relay: pb_grpc.DecodeStub, engine: Engine, request, prompt: list[int], me: str,
-                          wait_transfer, kv_from: int = 0) -> HandoffOutcome:
+                          wait_transfer, kv_from: int = 0, received: Prompt | None = None) -> HandoffOutcome:
     """pdd-kvship: stop the relay and receive the KV of its tokens over the WAN instead of recomputing.
 
     `kv_from`, here and in take_over: where the prompt KV that crossed the WAN starts (Sequence.kv_from).
+    `received`: the prompt as this service took it in, whose block hashes and fingerprint the sequence
+    starts from, so the engine hashes only the relay's ids (None: the engine hashes the whole context).
     """
     started = time.time()
     final = await _pull(relay, request.request_id, 0, stop=True, ship_kv_to=me)
@@ -57,12 +60,17 @@ async def take_over_by_kv(relay: pb_grpc.DecodeStub, engine: Engine, request, pr
     # The relay computed KV for every id but the last (a generated token's own KV comes with the next step).
     seq = Sequence(request_id=request.request_id, context=prompt + ids, prompt_len=len(prompt),
                    kv_tokens=len(prompt) + len(ids) - 1, generate=request.max_tokens - len(ids),
-                   first_position=len(ids), seed=request.seed, kv_from=kv_from)
+                   first_position=len(ids), seed=request.seed, kv_from=kv_from, **_known(received))
     return HandoffOutcome(engine.submit(seq), HandoffMode.ONE_SHOT, 1, len(ids), started)
 
 
+def _known(received: Prompt | None) -> dict:
+    """What a Sequence of the prompt need not compute again: its block hashes and fingerprint."""
+    return {} if received is None else {"block_hashes": received.hashes, "fingerprint": received.fingerprint}
+
+
 async def take_over(relay: pb_grpc.DecodeStub, engine: Engine, request, prompt: list[int],
-                    spec: PddSpec, kv_from: int = 0) -> HandoffOutcome:
+                    spec: PddSpec, kv_from: int = 0, received: Prompt | None = None) -> HandoffOutcome:
     rid, max_tokens = request.request_id, request.max_tokens
     started = time.time()
     first = await _pull(relay, rid, 0, stop=False)
@@ -76,9 +84,10 @@ async def take_over(relay: pb_grpc.DecodeStub, engine: Engine, request, prompt: 
         ids += final.tokens
         if final.finished:
             return HandoffOutcome(None, mode, 0, len(ids), started, finished_on_relay=True)
-        return HandoffOutcome(_submit(engine, request, prompt, ids, False, kv_from), mode, 1, len(ids), started)
+        handle = _submit(engine, request, prompt, ids, False, kv_from, received)
+        return HandoffOutcome(handle, mode, 1, len(ids), started)
 
-    handle = _submit(engine, request, prompt, ids, True, kv_from)
+    handle = _submit(engine, request, prompt, ids, True, kv_from, received)
     chunks, backlog = 1, len(ids)
     try:
         while True:
@@ -107,11 +116,12 @@ async def take_over(relay: pb_grpc.DecodeStub, engine: Engine, request, prompt: 
         raise
 
 
-def _submit(engine: Engine, request, prompt: list[int], ids: list[int], hold: bool, kv_from: int) -> SequenceHandle:
+def _submit(engine: Engine, request, prompt: list[int], ids: list[int], hold: bool, kv_from: int,
+            received: Prompt | None) -> SequenceHandle:
     """Prompt KV is present from kv_from on (it crossed the WAN); the relay's ids are computed as an extend chunk."""
     seq = Sequence(request_id=request.request_id, context=prompt + ids, prompt_len=len(prompt),
                    kv_tokens=len(prompt), generate=request.max_tokens - len(ids), first_position=len(ids),
-                   seed=request.seed, kv_from=kv_from)
+                   seed=request.seed, kv_from=kv_from, **_known(received))
     handle = engine.submit(seq)
     if hold:
         handle.set_limit(len(ids))  # compute the backlog, produce nothing until caught up

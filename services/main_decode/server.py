@@ -25,7 +25,6 @@ from services.main_decode.handoff import take_over, take_over_by_kv
 from services.relay_decode.relay import RelayLedger
 from services.relay_decode.servicer import RelayServicer
 from services.rpc import TOKEN_FEED_METADATA, channel, metadata_value, pb, pb_grpc
-from services.rpc.ids import prompt_of
 from services.types import Mode
 
 log = logging.getLogger(__name__)
@@ -71,7 +70,7 @@ class DecodeService(RelayServicer, pb_grpc.DecodeServicer):
         return pb.TransferAck(accepted=True)
 
     async def CacheLookup(self, request, context):
-        return self.process.cache_lookup(request.prompt_ids, await prompt_of(request, context))
+        return await self.process.cache_lookup(request, context)
 
     async def _submit(self, engine, seq: Sequence, context):
         try:
@@ -96,13 +95,12 @@ class DecodeService(RelayServicer, pb_grpc.DecodeServicer):
 
     async def _generate(self, request, context, sink):
         """Engine TokenEvents and then the GenerateEvent carrying the stats; `sink` may take tokens first."""
-        rid, ids = request.request_id, await prompt_of(request, context)
-        prompt = ids.tolist()
+        rid, received = request.request_id, await self.process.prompt_or_abort(request, context)
+        prompt, hashes, fingerprint = received.ids.tolist(), received.hashes, received.fingerprint
         if not prompt or request.max_tokens < 1:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "need a prompt and max_tokens >= 1")
         if self.process.draining:
             await context.abort(grpc.StatusCode.UNAVAILABLE, f"{self.process.service.name} is draining")
-        hashes = self.process.prompt_hashes(request.prompt_ids, ids)
         try:
             engine = self.process.instance(request.instance, hashes)
         except KeyError as exc:
@@ -111,7 +109,8 @@ class DecodeService(RelayServicer, pb_grpc.DecodeServicer):
         if not request.expect_transfer:
             handle = await self._submit(engine, Sequence(request_id=rid, context=prompt, prompt_len=len(prompt),
                                                          kv_tokens=0, generate=request.max_tokens, first_position=0,
-                                                         seed=request.seed, block_hashes=hashes), context)
+                                                         seed=request.seed, block_hashes=hashes,
+                                                         fingerprint=fingerprint), context)
             async for event in self._stream(handle, stats, hit_from_engine=True, sink=sink):
                 yield event
             return
@@ -130,8 +129,8 @@ class DecodeService(RelayServicer, pb_grpc.DecodeServicer):
         stats.kv_real_bytes, stats.kv_emulated_bytes = transfer.real_bytes, transfer.emulated_bytes
         stats.hit_tokens = kv_from = len(prompt) - transfer.num_tokens  # the sender's view of our cache
         if request.handoff_from:
-            async for event in self._take_over(request, prompt, engine, stats, context, sink, transfer.first_token,
-                                               hashes, kv_from):
+            async for event in self._take_over(request, received, prompt, engine, stats, context, sink,
+                                               transfer.first_token, kv_from):
                 yield event
             return
         yield TokenEvent(0, transfer.first_token, 0.0)
@@ -144,7 +143,7 @@ class DecodeService(RelayServicer, pb_grpc.DecodeServicer):
             return
         seq = Sequence(request_id=rid, context=prompt + [transfer.first_token], prompt_len=len(prompt),
                        kv_tokens=len(prompt), generate=request.max_tokens - 1, first_position=1, seed=request.seed,
-                       block_hashes=hashes, kv_from=kv_from)
+                       block_hashes=hashes, fingerprint=fingerprint, kv_from=kv_from)
         try:
             handle = await self._submit(engine, seq, context)
         except BaseException:
@@ -158,23 +157,24 @@ class DecodeService(RelayServicer, pb_grpc.DecodeServicer):
         finally:
             self.relay.remove(rid)
 
-    async def _take_over(self, request, prompt, engine, stats, context, sink, first_token: int, hashes,
+    async def _take_over(self, request, received, prompt, engine, stats, context, sink, first_token: int,
                          kv_from: int):
+        """Main decode's part after its KV landed; `received` is the request's Prompt, `prompt` its ids as a list."""
         relay = self._relay_stub(request.handoff_from)
         try:
             if self.scenario.mode is Mode.PDD_KVSHIP:
                 outcome = await take_over_by_kv(relay, engine, request, prompt, self.process.service.name,
-                                                self._wait_handoff_kv, kv_from)
+                                                self._wait_handoff_kv, kv_from, received)
             else:
-                outcome = await take_over(relay, engine, request, prompt, self.scenario.pdd, kv_from)
+                outcome = await take_over(relay, engine, request, prompt, self.scenario.pdd, kv_from, received)
         except TransferFailed as exc:
             await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
         except grpc.aio.AioRpcError as exc:
             if exc.code() is grpc.StatusCode.NOT_FOUND:
                 # The relay never decoded it (its own transfer missed the deadline): this KV is the only
                 # one, so decode the whole request here, from prefill's token on.
-                async for event in self._decode_alone(request, prompt, engine, stats, context, sink, first_token,
-                                                      hashes, kv_from):
+                async for event in self._decode_alone(request, received, prompt, engine, stats, context, sink,
+                                                      first_token, kv_from):
                     yield event
                 return
             await context.abort(grpc.StatusCode.UNAVAILABLE, f"handoff from {request.handoff_from} failed: "
@@ -199,7 +199,7 @@ class DecodeService(RelayServicer, pb_grpc.DecodeServicer):
         async for event in self._stream(outcome.handle, stats, hit_from_engine=False, sink=timed):
             yield event
 
-    async def _decode_alone(self, request, prompt, engine, stats, context, sink, first_token: int, hashes,
+    async def _decode_alone(self, request, received, prompt, engine, stats, context, sink, first_token: int,
                             kv_from: int):
         self.relay_missing += 1
         stats.handed_off_at = 0
@@ -209,7 +209,7 @@ class DecodeService(RelayServicer, pb_grpc.DecodeServicer):
             return
         seq = Sequence(request_id=request.request_id, context=prompt + [first_token], prompt_len=len(prompt),
                        kv_tokens=len(prompt), generate=request.max_tokens - 1, first_position=1, seed=request.seed,
-                       block_hashes=hashes, kv_from=kv_from)
+                       block_hashes=received.hashes, fingerprint=received.fingerprint, kv_from=kv_from)
         async for event in self._stream(await self._submit(engine, seq, context), stats, hit_from_engine=False,
                                         sink=sink):
             yield event

@@ -21,7 +21,6 @@ from services.instances import RoleProcess
 from services.kv.shipper import KvRoutes, KvShipper, ShipRefused
 from services.scenario.plan import MeshPlan, ServicePlan
 from services.rpc import pb, pb_grpc
-from services.rpc.ids import prompt_of
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +35,8 @@ class PrefillService(pb_grpc.PrefillServicer):
 
     async def Prefill(self, request, context):
         rid = request.request_id
-        ids = await prompt_of(request, context)
-        prompt = ids.tolist()
+        received = await self.process.prompt_or_abort(request, context)
+        prompt, hashes = received.ids.tolist(), received.hashes
         if not prompt:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "empty prompt")
         targets = [(request.kv_target, request.receiver_hit_tokens)]
@@ -48,11 +47,11 @@ class PrefillService(pb_grpc.PrefillServicer):
                 self.process.plan.link(self.me.name, target)
             except KeyError:
                 await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"no link from {self.me.name} to {target!r}")
-        hashes = self.process.prompt_hashes(request.prompt_ids, ids)
         engine = self.process.pool.choose(hashes).engine
         try:
             handle = engine.submit(Sequence(request_id=rid, context=prompt, prompt_len=len(prompt), kv_tokens=0,
-                                            generate=1, first_position=0, seed=request.seed, block_hashes=hashes))
+                                            generate=1, first_position=0, seed=request.seed, block_hashes=hashes,
+                                            fingerprint=received.fingerprint))
         except (EngineFull, ValueError) as exc:
             await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED if isinstance(exc, EngineFull)
                                 else grpc.StatusCode.INVALID_ARGUMENT, str(exc))
@@ -72,7 +71,7 @@ class PrefillService(pb_grpc.PrefillServicer):
                                instance=self.process.instance_name(engine))
 
     async def CacheLookup(self, request, context):
-        return self.process.cache_lookup(request.prompt_ids, await prompt_of(request, context))
+        return await self.process.cache_lookup(request, context)
 
     async def CancelTransfer(self, request, context):
         return pb.CancelReply(cancelled=self.shipper.cancel(request.request_id))

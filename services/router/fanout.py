@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from services.engine.tokens import prompt_fingerprint, stream_key, token_at
+from services.engine.tokens import stream_key, token_at
 from services.router.api import CompletionRequest
 from services.router.chat_api import ChatRequest, chat_prompt
 from services.router.choices import Choice, LogprobAsk
@@ -21,7 +21,7 @@ from services.router.stops import StopRules, plan_ending
 
 
 def _output_ids(job: Job, vocab_size: int):
-    key = stream_key(prompt_fingerprint(job.prompt.ids), job.seed)
+    key = stream_key(job.fingerprint, job.seed)  # the job computed it once, for every service too
     return (token_at(key, i, vocab_size) for i in range(job.max_tokens))
 
 

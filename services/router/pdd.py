@@ -27,6 +27,7 @@ from services.router.pipelines import (
     start_prefill,
 )
 from services.router.prefill_target import no_prefill_reachable
+from services.router.prompts import lookup_request, looked_up
 from services.router.policy import PipelinePolicy
 from services.router.stats import PolicyNote
 from services.rpc import metadata, pb
@@ -39,11 +40,12 @@ async def _lookup_relay(peers: Peers, job: Job):
     relays = peers.services(Role.RELAY_DECODE)
     try:
         replies = await asyncio.gather(*(
-            peers.decode[r.name].CacheLookup(pb.CacheLookupRequest(request_id=job.request_id,
-                                                                   prompt_ids=job.prompt.packed),
-                                             timeout=2.0, metadata=metadata(job.request_id)) for r in relays))
+            peers.decode[r.name].CacheLookup(lookup_request(job), timeout=2.0, metadata=metadata(job.request_id))
+            for r in relays))
     except grpc.aio.AioRpcError:
         return None, 0, None  # an unreachable relay: the policy routes P-MD
+    for r in relays:
+        looked_up(job, r.name)
     relay, reply = min(zip(relays, replies), key=lambda rr: _relay_load(peers, rr[0], rr[1].load))
     job.instances[relay.name] = reply.instance
     return relay, reply.hit_tokens, reply.load
@@ -158,12 +160,11 @@ async def _relay_then_main(peers: Peers, job: Job, mode: Mode, md, md_hit: int, 
                            arrive: Callable[[], None], slot: RelaySlot):
     stats = base_stats(mode, Pipeline.P_RLD_MD)
     stats.decode_hit_tokens = md_hit
-    base = dict(request_id=job.request_id, prompt_ids=job.prompt.packed, max_tokens=job.max_tokens, seed=job.seed,
-                expect_transfer=True)
+    base = dict(request_id=job.request_id, max_tokens=job.max_tokens, seed=job.seed, expect_transfer=True)
     md_call = peers.generate(md.name, pb.GenerateRequest(**base, handoff_from=relay.name,
-                                                         instance=job.instances.get(md.name, "")))
+                                                         instance=job.instances.get(md.name, "")), job)
     relay_call = peers.generate(relay.name, pb.GenerateRequest(**base, relay=True,
-                                                               instance=job.instances.get(relay.name, "")))
+                                                               instance=job.instances.get(relay.name, "")), job)
     prefill, prefill_call = start_prefill(peers, job, md.name, md_hit, relay.name, relay_hit)
     cancel_on_failure(prefill_call, md_call, relay_call)
 

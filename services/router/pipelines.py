@@ -16,10 +16,14 @@ from typing import Any, AsyncIterator, Mapping, NoReturn
 import grpc
 
 from services.scenario.plan import MeshPlan, ServicePlan
+from services.engine.tokens import prompt_fingerprint
 from services.profiles import load_model
 from services.router.api import ApiError
 from services.router.feed import DecodeStream, Token, TokenFeed
 from services.router.intake import PromptIds
+from services.router.prompts import (
+    Resends, ResendingDecodeStub, lookup_request, looked_up, prompt_fields, with_prompt,
+)
 from services.router.prefill_target import PrefillTarget, no_prefill_reachable, prefill_any
 from services.router.stats import PddStats
 from services.rpc import pb, pb_grpc, channel, metadata
@@ -46,10 +50,16 @@ class Job:
     timeline: dict[str, float] = field(default_factory=dict)
     # The instance each looked-up decode service named: its cache sized the transfer, so it decodes.
     instances: dict[str, str] = field(default_factory=dict)
+    # Services whose lookup left the prompt there, and under which request id (services/router/prompts.py).
+    # A retry under another id (dataclasses.replace) shares it: each held prompt is taken once.
+    holders: dict[str, str] = field(default_factory=dict)
+    fingerprint: int | None = None  # the prompt's (services/engine/tokens.py), computed once per request
 
     def __post_init__(self) -> None:
         if not isinstance(self.prompt, PromptIds):
             self.prompt = PromptIds.of(self.prompt)
+        if self.fingerprint is None:
+            self.fingerprint = prompt_fingerprint(self.prompt.ids)
 
     def mark(self, stage: str) -> None:
         self.timeline[stage] = time.time()
@@ -72,11 +82,19 @@ class Peers:
         self.kv_bytes_per_token = load_model(plan.scenario.model).kv_bytes_per_token
         self._cancels: set[asyncio.Task] = set()
         self.feeds = {n: TokenFeed(stub, n) for n, stub in self.decode.items()}
+        self.resends = Resends()
 
-    def generate(self, service: str, request: pb.GenerateRequest) -> DecodeStream:
-        """Open a Generate stream at `service`; its tokens come through the service's feed when it is open."""
+    def generate(self, service: str, request: pb.GenerateRequest, job: Job) -> DecodeStream:
+        """Open a Generate stream at `service`; its tokens come through the service's feed when it is open.
+
+        `request` carries no prompt: the prompt's fields for `service` are added here (services/router/prompts.py).
+        """
         feed = self.feeds[service]
-        stream = DecodeStream(self.decode[service], request, feed)
+        request = with_prompt(request, job, service)
+        stub = self.decode[service]
+        if request.HasField("held_prompt"):
+            stub = ResendingDecodeStub(stub, job, service, self.resends)
+        stream = DecodeStream(stub, request, feed)
         feed.start()
         return stream
 
@@ -120,6 +138,8 @@ class Peers:
         answered, replies = await self._lookups(job, candidates, self.decode, timeout_s=5.0)
         if not answered:
             raise map_rpc_error(replies[0], f"cache lookup at {candidates[0].name}")
+        for service, _ in answered:
+            looked_up(job, service.name)
         best = max(answered, key=lambda cr: (cr[1].hit_tokens, -cr[1].load))
         job.instances[best[0].name] = best[1].instance
         return best[0], best[1].hit_tokens
@@ -136,11 +156,13 @@ class Peers:
         answered, _ = await self._lookups(job, pools, self.prefill, timeout_s=2.0)
         if not answered:
             return default
+        for service, _ in answered:
+            looked_up(job, service.name)
         return max(answered, key=lambda cr: (cr[1].hit_tokens, -cr[1].load))[0]
 
     async def _lookups(self, job: Job, services: list[ServicePlan], stubs: dict, timeout_s: float):
         """Every service's CacheLookup reply, concurrently: (service, reply) of those that answered, and all replies."""
-        request = pb.CacheLookupRequest(request_id=job.request_id, prompt_ids=job.prompt.packed)
+        request = lookup_request(job)
         replies = await asyncio.gather(*(
             stubs[s.name].CacheLookup(request, timeout=timeout_s, metadata=metadata(job.request_id))
             for s in services), return_exceptions=True)
@@ -199,11 +221,10 @@ async def prefill_here(peers: Peers, job: Job, mode: Mode, service: ServicePlan 
     # A degraded retry runs under its own id: the cancelled streams of the first attempt may still be
     # unwinding at the router's feed and at the pool, and must not take this stream's tokens.
     rid = job.request_id if degraded is None else f"{job.request_id}/local"
-    request = pb.GenerateRequest(request_id=rid, prompt_ids=job.prompt.packed,
-                                 max_tokens=job.max_tokens, seed=job.seed, expect_transfer=False,
+    request = pb.GenerateRequest(request_id=rid, max_tokens=job.max_tokens, seed=job.seed, expect_transfer=False,
                                  instance=job.instances.get(service.name, ""))
     try:
-        async for token in stream_decode(peers.generate(service.name, request), job, stats):
+        async for token in stream_decode(peers.generate(service.name, request, job), job, stats):
             yield token
     except grpc.aio.AioRpcError as exc:
         raise map_rpc_error(exc, "generation" if degraded is None else f"generation at {service.name}") from exc
@@ -216,8 +237,8 @@ async def prefill_here(peers: Peers, job: Job, mode: Mode, service: ServicePlan 
 
 def start_prefill(peers: Peers, job: Job, target: str, hit: int, secondary: str = "",
                   secondary_hit: int = 0) -> tuple[PrefillTarget, asyncio.Future]:
-    request = pb.PrefillRequest(
-        request_id=job.request_id, prompt_ids=job.prompt.packed, seed=job.seed, kv_target=target,
+    request = pb.PrefillRequest(  # its prompt fields are added for the pool it goes to (prefill_any)
+        request_id=job.request_id, seed=job.seed, kv_target=target,
         receiver_hit_tokens=hit, kv_target_secondary=secondary, secondary_hit_tokens=secondary_hit)
     job.mark("prefill_sent")
     prefill = PrefillTarget(peers.pick_prefill())
@@ -268,8 +289,8 @@ async def run_p_d(peers: Peers, job: Job, mode: Mode, decode: ServicePlan | None
         decode, hit = await peers.best_decode(job, (Role.DECODE,))
     stats = base_stats(mode, pipeline)
     gen = peers.generate(decode.name, pb.GenerateRequest(
-        request_id=job.request_id, prompt_ids=job.prompt.packed, max_tokens=job.max_tokens, seed=job.seed,
-        expect_transfer=True, instance=job.instances.get(decode.name, "")))
+        request_id=job.request_id, max_tokens=job.max_tokens, seed=job.seed, expect_transfer=True,
+        instance=job.instances.get(decode.name, "")), job)
     prefill, prefill_call = start_prefill(peers, job, decode.name, hit)
     cancel_on_failure(prefill_call, gen)
     landed = False

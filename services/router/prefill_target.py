@@ -13,6 +13,7 @@ import asyncio
 import grpc
 
 from services.scenario.plan import ServicePlan
+from services.router.prompts import not_held, resent_whole, with_prompt
 from services.rpc import metadata
 from services.types import Degraded, Role
 
@@ -34,18 +35,32 @@ class PrefillTarget:
 
 
 async def prefill_any(peers, request, job, target: PrefillTarget):
-    """Prefill on target's pool, or on the next when that one is unreachable (a degraded mode)."""
+    """Prefill on target's pool, or on the next when that one is unreachable (a degraded mode).
+
+    `request` carries no prompt: each pool gets the prompt's fields for it (services/router/prompts.py).
+    """
     pools = peers.services(Role.PREFILL)
     start = pools.index(target.service)
     for step in range(len(pools)):
         target.service = pools[(start + step) % len(pools)]
         try:
-            return await peers.prefill[target.name].Prefill(
-                request, timeout=peers.plan.scenario.request_timeout_s, metadata=metadata(job.request_id))
+            return await _prefill_once(peers, with_prompt(request, job, target.name), job, target.name)
         except grpc.aio.AioRpcError as exc:
             if exc.code() is not grpc.StatusCode.UNAVAILABLE or step == len(pools) - 1:
                 raise
             target.passed_over.append(target.name)
+
+
+async def _prefill_once(peers, request, job, pool: str):
+    """One pool's Prefill; sent once more with the ids if the pool no longer holds the prompt it named."""
+    stub, timeout = peers.prefill[pool], peers.plan.scenario.request_timeout_s
+    try:
+        return await stub.Prefill(request, timeout=timeout, metadata=metadata(job.request_id))
+    except grpc.aio.AioRpcError as exc:
+        if not not_held(exc):
+            raise
+    peers.resends.count(pool)
+    return await stub.Prefill(resent_whole(request, job), timeout=timeout, metadata=metadata(job.request_id))
 
 
 def no_prefill_reachable(call: asyncio.Future, raised: BaseException) -> bool:

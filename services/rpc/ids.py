@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import grpc
 import numpy as np
 
 ID_DTYPE = np.dtype("<u4")
@@ -31,10 +30,3 @@ def unpack_ids(data: bytes) -> np.ndarray:
         raise ValueError(f"packed token ids must be a multiple of {ID_DTYPE.itemsize} bytes, got {len(data)}")
     return np.frombuffer(data, dtype=ID_DTYPE)
 
-
-async def prompt_of(request, context) -> np.ndarray:
-    """A request's `prompt_ids`, or the RPC aborted with INVALID_ARGUMENT when the buffer is malformed."""
-    try:
-        return unpack_ids(request.prompt_ids)
-    except ValueError as exc:
-        await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))

@@ -3,30 +3,56 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from services.engine.prefix_cache import block_hashes
-from services.instances import PROMPT_HASHES_KEPT, RoleProcess
+from services.engine.tokens import prompt_fingerprint
+from services.instances import RoleProcess
 from services.launcher.plan import build_plan
-from services.rpc.ids import pack_ids, unpack_ids
+from services.rpc import pb
+from services.rpc.ids import pack_ids
+from services.rpc.prompts import PromptNotHeld
 from services.scenario import load_scenario
 
 
-def test_prompt_hashes_are_computed_once_per_prompt_and_kept_for_recent_prompts(monkeypatch):
+async def test_a_lookup_hashes_the_prompt_once_and_the_call_naming_it_takes_it_as_is(monkeypatch):
     plan = build_plan(load_scenario("pd-intra-mini", ()))
     process = RoleProcess(plan, plan.service("decode"))
     calls = []
     monkeypatch.setattr("services.instances.block_hashes", lambda ids, size: calls.append(len(ids)) or
                         block_hashes(ids, size))
-    packed = pack_ids(np.arange(100, 1100))
-    first = process.prompt_hashes(packed, unpack_ids(packed))
-    again = process.prompt_hashes(bytes(packed), unpack_ids(packed))  # equal bytes, another object
-    assert first is again and first == block_hashes(list(range(100, 1100)), 16) and calls == [1000]
-    other = pack_ids([1, 2, 3] * 40)
-    assert process.prompt_hashes(other, unpack_ids(other)) == block_hashes([1, 2, 3] * 40, 16)
-    for n in range(PROMPT_HASHES_KEPT):
-        process.prompt_hashes(pack_ids([n] * 32), unpack_ids(pack_ids([n] * 32)))
-    process.prompt_hashes(packed, unpack_ids(packed))
-    assert calls.count(1000) == 2  # forgotten after PROMPT_HASHES_KEPT newer prompts, then hashed again
+    ids = np.arange(100, 1100)
+    fingerprint = prompt_fingerprint(ids)
+    reply = await process.cache_lookup(pb.CacheLookupRequest(request_id="r", prompt_ids=pack_ids(ids),
+                                                             prompt_fingerprint=fingerprint), context=None)
+    assert reply.instance and calls == [1000]
+    named = pb.GenerateRequest(request_id="r", held_prompt=pb.HeldPrompt(request_id="r", length=1000,
+                                                                         fingerprint=fingerprint))
+    prompt = process.prompt(named)
+    assert calls == [1000] and prompt.hashes == block_hashes(list(range(100, 1100)), 16)
+    assert prompt.fingerprint == fingerprint and prompt.ids.tolist() == ids.tolist()
+    with pytest.raises(PromptNotHeld, match="prompt not held"):
+        process.prompt(named)  # taken by the call that named it
+    assert process.stats()["prompts"]["hashed"] == 1
+
+
+async def test_a_call_naming_another_prompt_under_the_same_id_is_refused_not_served(monkeypatch):
+    plan = build_plan(load_scenario("pd-intra-mini", ()))
+    process = RoleProcess(plan, plan.service("decode"))
+    ids = np.arange(64)
+    await process.cache_lookup(pb.CacheLookupRequest(request_id="r", prompt_ids=pack_ids(ids)), context=None)
+    other = pb.HeldPrompt(request_id="r", length=64, fingerprint=prompt_fingerprint(ids[::-1]))
+    with pytest.raises(PromptNotHeld, match="another prompt under that id"):
+        process.prompt(pb.PrefillRequest(request_id="r", held_prompt=other))
+
+
+def test_ids_sent_without_a_fingerprint_get_the_engines_own():
+    plan = build_plan(load_scenario("pd-intra-mini", ()))
+    process = RoleProcess(plan, plan.service("decode"))
+    prompt = process.prompt(pb.GenerateRequest(prompt_ids=pack_ids([5, 6, 7])))
+    assert prompt.fingerprint == prompt_fingerprint([5, 6, 7])
+    with pytest.raises(ValueError, match="multiple of 4"):
+        process.prompt(pb.GenerateRequest(prompt_ids=b"\x01\x02\x03"))
 
 
 def test_load_is_the_tighter_of_running_cap_and_kv_blocks_held():

@@ -6,7 +6,7 @@ from services.engine.sequence import Sequence
 from services.launcher.plan import build_plan
 from services.main_decode.server import DecodeService
 from services.rpc import pb
-from services.rpc.ids import pack_ids, unpack_ids
+from services.rpc.ids import pack_ids
 from services.scenario import load_scenario
 from tests.services.engine.conftest import prompt
 
@@ -37,7 +37,7 @@ async def _looked_up(length: int, busy_holder: bool):
     service = _service()
     process = service.process
     packed = pack_ids(prompt(length))
-    hashes = process.prompt_hashes(packed, unpack_ids(packed))
+    hashes = process.prompt(pb.CacheLookupRequest(prompt_ids=packed)).hashes
     _cache(process.engines[0], prompt(length), hashes)
     if busy_holder:
         _busy(process.engines[0])

@@ -115,7 +115,7 @@ async def test_a_prefill_pool_that_is_down_passes_its_request_to_the_next():
     peers = _two_prefill_pools()
     peers.prefill = {"prefill": _Prefill(None), "prefill-b": _Prefill("reply from b")}
     target = PrefillTarget(peers.plan.service("prefill"))
-    assert await prefill_any(peers, object(), Job("r", [1, 2], 4, 0, 0.0), target) == "reply from b"
+    assert await prefill_any(peers, pb.PrefillRequest(), Job("r", [1, 2], 4, 0, 0.0), target) == "reply from b"
     assert target.name == "prefill-b" and target.passed_over == ["prefill"] and target.degraded == "prefill-down"
 
 
@@ -124,7 +124,7 @@ async def test_when_every_prefill_pool_is_down_the_request_fails_with_503():
     peers.prefill = {"prefill": _Prefill(None), "prefill-b": _Prefill(None)}
     target = PrefillTarget(peers.plan.service("prefill-b"))
     with pytest.raises(grpc.aio.AioRpcError):
-        await prefill_any(peers, object(), Job("r", [1, 2], 4, 0, 0.0), target)
+        await prefill_any(peers, pb.PrefillRequest(), Job("r", [1, 2], 4, 0, 0.0), target)
     assert peers.prefill["prefill"].calls == peers.prefill["prefill-b"].calls == 1
 
 
