@@ -22,7 +22,8 @@ from typing import AsyncIterator
 
 from services.scenario.plan import ServicePlan
 from services.router.api import ApiError
-from services.router.pipelines import Finished, Job, Peers, Token, run_p_d
+from services.router.peers import Peers
+from services.router.pipelines import Finished, Job, Token, run_p_d
 from services.router.stats import PolicyNote
 from services.types import Degraded, Mode, Pipeline
 

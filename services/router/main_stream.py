@@ -17,7 +17,8 @@ import grpc
 
 from services.router.api import ApiError
 from services.router.feed import DecodeStream, Token
-from services.router.pipelines import Job, map_rpc_error
+from services.router.peers import map_rpc_error
+from services.router.pipelines import Job
 from services.router.stats import HandoffStats, PddStats
 
 

@@ -23,9 +23,10 @@ from services.router.api import ApiError
 from services.router.degraded import relay_alone, relay_retry, retried_on_relay
 from services.router.main_stream import MainStream
 from services.router.pipelines import (
-    Finished, Job, Peers, Token, base_stats, cancel_on_failure, prefill_here, raise_pipeline_error, run_p_d,
+    Finished, Job, Token, base_stats, cancel_on_failure, prefill_here, raise_pipeline_error, run_p_d,
     start_prefill,
 )
+from services.router.peers import Peers
 from services.router.prefill_target import no_prefill_reachable
 from services.router.prompts import lookup_request, looked_up
 from services.router.policy import PipelinePolicy

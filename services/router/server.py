@@ -31,7 +31,8 @@ from services.router.fanout_stream import stream_choices
 from services.router.intake import PromptIds, checked_ids
 from services.router.metrics import RouterMetrics
 from services.router.outcomes import RequestOutcomes
-from services.router.pipelines import Finished, Job, Peers, Token, pipeline_for
+from services.router.peers import Peers
+from services.router.pipelines import Finished, Job, Token, pipeline_for
 from services.router.sse import text_json
 from services.router.stream_one import stream_one
 from services.router.whole import respond_whole
@@ -103,7 +104,8 @@ class Router(RequestOutcomes):
         feeds = list(self.peers.feeds.values()) if self.peers is not None else []
         return {"role": "router", "inflight": self.inflight, "completed": self.completed, "failed": self.failed,
                 "cancelled": self.cancelled,
-                "token_feed": {"messages": sum(f.messages for f in feeds), "tokens": sum(f.tokens for f in feeds)}}
+                "token_feed": {"messages": sum(f.messages for f in feeds), "tokens": sum(f.tokens for f in feeds)},
+                "prompt_resends": dict(self.peers.resends.by_service) if self.peers is not None else {}}
 
 
 async def _handle(request: web.Request, chat: bool) -> web.StreamResponse:

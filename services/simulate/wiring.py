@@ -22,7 +22,7 @@ from services.instances import RoleProcess
 from services.kv.shipper import Sender
 from services.main_decode.server import DecodeService
 from services.prefill.server import PrefillService
-from services.router.pipelines import Peers
+from services.router.peers import Peers
 from services.router.server import Router
 from services.scenario import Scenario
 from services.scenario.link_config import real_link_config

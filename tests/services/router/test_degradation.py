@@ -10,7 +10,8 @@ import pytest
 from services.launcher.plan import build_plan
 from services.router.api import ApiError
 from services.router.pdd import _relay_load, relay_dispatches
-from services.router.pipelines import Job, Peers, raise_pipeline_error
+from services.router.peers import Peers
+from services.router.pipelines import Job, raise_pipeline_error
 from services.router.degraded import relay_retry, retried_on_relay
 from services.router.prefill_target import PrefillTarget, no_prefill_reachable, prefill_any
 from services.scenario import load_scenario

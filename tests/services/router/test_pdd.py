@@ -7,7 +7,8 @@ import asyncio
 from services.rpc import pb
 from services.launcher.plan import build_plan
 from services.router import pdd as pdd_module
-from services.router.pipelines import Job, Peers
+from services.router.peers import Peers
+from services.router.pipelines import Job
 from services.scenario import load_scenario
 from services.scenario.sizing import instance_sizing
 from services.types import Mode, Pipeline, Role

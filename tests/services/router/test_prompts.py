@@ -6,7 +6,8 @@ import grpc
 import pytest
 
 from services.launcher.plan import build_plan
-from services.router.pipelines import Job, Peers
+from services.router.peers import Peers
+from services.router.pipelines import Job
 from services.router.prefill_target import PrefillTarget, prefill_any
 from services.router.prompts import Resends, ResendingDecodeStub, looked_up, prompt_fields
 from services.rpc import pb

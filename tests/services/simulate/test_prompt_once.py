@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from benchmarks.bench_prompt_bytes import census_of_one_request, prompt_of_length
+from services.simulate.census import census_of_one_request, prompt_of_length
 from services.engine import sequence as sequence_module
 from services.router import pipelines
 from services.rpc.ids import pack_ids
