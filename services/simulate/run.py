@@ -15,7 +15,7 @@ import random
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 from tqdm import tqdm
 
@@ -35,6 +35,7 @@ from services.simulate.clock import VirtualClock, VirtualEventLoop, process_cloc
 from services.simulate.wiring import SimulatedMesh, simulated_plan
 
 Snapshot = tuple[float, dict[str, dict]]
+During = Callable[[Any], Awaitable[None]]  # given the running mesh
 
 
 @dataclass
@@ -43,6 +44,7 @@ class SimulatedRun:
     summary: dict[str, Any]
     snapshots: list[Snapshot] = field(default_factory=list)
     outputs: dict[str, list[int]] = field(default_factory=dict)  # each request's output token ids, by id
+    plans: dict[str, RequestPlan] = field(default_factory=dict)  # each sent request's plan, by id
 
 
 class _LoopClock(RunClock):
@@ -71,6 +73,7 @@ class _Records:
 class Driven:
     records: list[RequestRecord]
     outputs: dict[str, list[int]]
+    plans: dict[str, RequestPlan]
     rate: float | None
     concurrency: int | None
     skipped_arrivals: int
@@ -84,8 +87,10 @@ async def drive(config: BenchConfig, send: Sender) -> Driven:
     plans = build_workload(spec, random.Random(seeds.getrandbits(64)))
     rate, concurrency = resolve_pacing(config, plans)
     outputs: dict[str, list[int]] = {}
+    sent: dict[str, RequestPlan] = {}
 
     async def send_and_keep(plan: RequestPlan, send_s: float) -> tuple[RequestRecord, list[int]]:
+        sent[plan.request_id] = plan
         record, ids = await send(plan, send_s)
         outputs[plan.request_id] = ids
         return record, ids
@@ -108,14 +113,19 @@ async def drive(config: BenchConfig, send: Sender) -> Driven:
         await dispatcher.drain()
     finally:
         timer.cancel()
-    return Driven(recorder.records, outputs, rate, concurrency, dispatcher.skipped_arrivals)
+    return Driven(recorder.records, outputs, sent, rate, concurrency, dispatcher.skipped_arrivals)
 
 
 async def simulate_run(scenario: Scenario, workload: str, *, rate: float | None = None,
                        concurrency: int | None = None, duration_s: float, seed: int,
                        stats_every_s: float = 1.0, progress: bool = False,
-                       request_timeout_s: float = 300.0) -> SimulatedRun:
-    """Run on the current loop (a VirtualEventLoop for virtual time: see `run_simulation`)."""
+                       request_timeout_s: float = 300.0, mesh_type: type[SimulatedMesh] = SimulatedMesh,
+                       during: During | None = None) -> SimulatedRun:
+    """Run on the current loop (a VirtualEventLoop for virtual time: see `run_simulation`).
+
+    `during(mesh)` runs beside the traffic from its first request (a fault schedule,
+    services/simulate/faults.py) and is awaited before the mesh stops.
+    """
     config = BenchConfig(url="http://simulated", workload=workload, out_dir=".", rate=rate, concurrency=concurrency,
                          duration_s=duration_s, seed=seed, request_timeout_s=request_timeout_s, progress=progress)
     vocab = getattr(config.workload_config, "vocab", DEFAULT_VOCAB)
@@ -124,8 +134,9 @@ async def simulate_run(scenario: Scenario, workload: str, *, rate: float | None 
     snapshots: list[Snapshot] = []
     bar = tqdm(total=round(duration_s, 1), unit="s", desc="simulate (emulated s)", disable=not progress,
                file=sys.stderr, dynamic_ncols=True)
-    async with SimulatedMesh(simulated_plan(scenario)) as mesh:
+    async with mesh_type(simulated_plan(scenario)) as mesh:
         start = loop.time()
+        beside = loop.create_task(during(mesh)) if during is not None else None
 
         def snapshot() -> None:
             snapshots.append((round(loop.time() - start, 9), mesh.stats()))
@@ -139,9 +150,13 @@ async def simulate_run(scenario: Scenario, workload: str, *, rate: float | None 
 
         try:
             driven = await drive(config, send)
+            if beside is not None:
+                await beside
         finally:
             ticker[0].cancel()
             bar.close()
+            if beside is not None:
+                beside.cancel()
         emulated_s = loop.time() - start
         snapshots.append((round(emulated_s, 9), mesh.stats()))
     wall_s = time.perf_counter() - wall_start
@@ -150,12 +165,13 @@ async def simulate_run(scenario: Scenario, workload: str, *, rate: float | None 
                         skipped_arrivals=driven.skipped_arrivals)
     summary_dict = {**summary.model_dump(mode="json"), "emulated_s": round(emulated_s, 6), "wall_s": round(wall_s, 3),
                     "speedup": round(emulated_s / wall_s, 2) if wall_s > 0 else None}
-    return SimulatedRun(driven.records, summary_dict, snapshots, driven.outputs)
+    return SimulatedRun(driven.records, summary_dict, snapshots, driven.outputs, driven.plans)
 
 
 def run_simulation(scenario: Scenario, workload: str, *, rate: float | None = None, concurrency: int | None = None,
                    duration_s: float, seed: int, stats_every_s: float = 1.0, progress: bool = False,
-                   request_timeout_s: float = 300.0) -> SimulatedRun:
+                   request_timeout_s: float = 300.0, mesh_type: type[SimulatedMesh] = SimulatedMesh,
+                   during: During | None = None) -> SimulatedRun:
     """`simulate_run` on a fresh virtual loop, with the process's clocks reading its time."""
     with virtual_runner() as runner:
         loop = runner.get_loop()
@@ -163,7 +179,8 @@ def run_simulation(scenario: Scenario, workload: str, *, rate: float | None = No
         with process_clocks(VirtualClock(loop)):
             return runner.run(simulate_run(scenario, workload, rate=rate, concurrency=concurrency,
                                            duration_s=duration_s, seed=seed, stats_every_s=stats_every_s,
-                                           progress=progress, request_timeout_s=request_timeout_s))
+                                           progress=progress, request_timeout_s=request_timeout_s,
+                                           mesh_type=mesh_type, during=during))
 
 
 __all__ = ["BenchError", "SimulatedRun", "run_simulation", "simulate_run"]
