@@ -31,7 +31,7 @@ from services.profiles import load_model
 from services.scenario import Scenario
 from services.simulate.faults import Timed, draw_schedule, play
 from services.simulate.outage import OutageMesh
-from services.simulate.run import SimulatedRun, run_simulation
+from services.simulate.run import BenchError, SimulatedRun, run_simulation
 from services.simulate.wiring import simulated_plan
 
 
@@ -107,6 +107,8 @@ def run_one(campaign: Campaign, seed: int, simulate: Callable[..., SimulatedRun]
     expected = FaultFreeText(campaign.scenario.seed, load_model(campaign.scenario.model).vocab_size)
     try:
         run = simulate(campaign, seed, schedule)
+    except BenchError:
+        raise  # bad input (a pacing the workload cannot take): not a finding of the campaign
     except Exception as exc:  # noqa: BLE001 - the campaign reports it with the seed that raised it
         report.problems.append(f"the run raised {type(exc).__name__}: {exc}")
         return report
