@@ -102,10 +102,15 @@ def _campaign(args: argparse.Namespace, scenario, duration_s: float) -> int:
     from services.simulate.campaign import Campaign, run_campaign
 
     args.out.mkdir(parents=True, exist_ok=True)
-    # The services' own warnings (a transfer reset by a partition) go to a log, as the mesh's go to its logs.
-    logging.basicConfig(filename=args.out / "campaign.log", level=logging.WARNING, force=True)
     campaign = Campaign(scenario, args.workload, duration_s, args.seed, args.faults, args.rate, args.concurrency)
-    reports = run_campaign(campaign, progress=not args.no_progress)
+    # The services' own warnings (a transfer reset by a partition) go to a log, as the mesh's go to its logs.
+    log = logging.FileHandler(args.out / "campaign.log", encoding="utf-8")
+    logging.getLogger().addHandler(log)
+    try:
+        reports = run_campaign(campaign, progress=not args.no_progress)
+    finally:
+        logging.getLogger().removeHandler(log)
+        log.close()
     with open(args.out / "campaign.jsonl", "w", encoding="utf-8") as lines:
         for report in reports:
             lines.write(json.dumps(report.as_json()) + "\n")

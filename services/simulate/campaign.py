@@ -100,13 +100,13 @@ def simulate_schedule(campaign: Campaign, seed: int, schedule: list[Timed]) -> S
                           mesh_type=OutageMesh, during=lambda mesh: play(mesh, schedule))
 
 
-def run_one(campaign: Campaign, seed: int, simulate: Callable[..., SimulatedRun] = simulate_schedule) -> RunReport:
+def run_one(campaign: Campaign, seed: int, simulate: Callable[..., SimulatedRun] | None = None) -> RunReport:
     """Draw the schedule of `seed`, run it and check it; a run that raises is reported, not raised."""
     schedule = draw_schedule(random.Random(seed), simulated_plan(campaign.scenario), campaign.duration_s)
     report = RunReport(seed, schedule)
     expected = FaultFreeText(campaign.scenario.seed, load_model(campaign.scenario.model).vocab_size)
     try:
-        run = simulate(campaign, seed, schedule)
+        run = (simulate or simulate_schedule)(campaign, seed, schedule)
     except BenchError:
         raise  # bad input (a pacing the workload cannot take): not a finding of the campaign
     except Exception as exc:  # noqa: BLE001 - the campaign reports it with the seed that raised it
@@ -120,7 +120,7 @@ def run_one(campaign: Campaign, seed: int, simulate: Callable[..., SimulatedRun]
 
 
 def run_campaign(campaign: Campaign, progress: bool = False,
-                 simulate: Callable[..., SimulatedRun] = simulate_schedule) -> list[RunReport]:
+                 simulate: Callable[..., SimulatedRun] | None = None) -> list[RunReport]:
     """Runs seed, seed + 1, ... one after another (process_clocks is process-wide); a bar over schedules."""
     reports = []
     with tqdm(total=campaign.runs, unit="schedule", desc="fault campaign", disable=not progress,
