@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     from loadgen.spec import SpecError, parse_spec
     from loadgen.summary import Summary
     from services.scenario import ScenarioError, load_scenario
-    from services.simulate.run import run_simulation
+    from services.simulate.run import run_simulation, write_outputs
 
     if args.faults is not None and args.faults < 1:
         fail("--faults must be at least 1")
@@ -78,11 +78,7 @@ def run(args: argparse.Namespace) -> int:
         fail(str(error))
     except ValueError as error:  # e.g. a trace file that is missing or malformed
         fail(str(error))
-    args.out.mkdir(parents=True, exist_ok=True)
-    with open(args.out / "requests.jsonl", "w", encoding="utf-8") as lines:
-        for record in result.records:
-            lines.write(record.to_json_line() + "\n")
-    (args.out / "summary.json").write_text(json.dumps(result.summary, indent=2) + "\n", encoding="utf-8")
+    write_outputs(args.out, [record.to_json_line() for record in result.records], result.summary)
     if args.json:
         print(json.dumps(result.summary, indent=2))
         return 0

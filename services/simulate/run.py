@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import random
 import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from tqdm import tqdm
@@ -120,14 +122,17 @@ async def simulate_run(scenario: Scenario, workload: str, *, rate: float | None 
                        concurrency: int | None = None, duration_s: float, seed: int,
                        stats_every_s: float = 1.0, progress: bool = False,
                        request_timeout_s: float = 300.0, mesh_type: type[SimulatedMesh] = SimulatedMesh,
-                       during: During | None = None) -> SimulatedRun:
+                       during: During | None = None, sla: dict | None = None) -> SimulatedRun:
     """Run on the current loop (a VirtualEventLoop for virtual time: see `run_simulation`).
+
+    `sla` ({"ttft_s", "tpot_s"}) is the SLA the summary's goodput counts against (default: the bench's).
 
     `during(mesh)` runs beside the traffic from its first request (a fault schedule,
     services/simulate/faults.py) and is awaited before the mesh stops.
     """
     config = BenchConfig(url="http://simulated", workload=workload, out_dir=".", rate=rate, concurrency=concurrency,
-                         duration_s=duration_s, seed=seed, request_timeout_s=request_timeout_s, progress=progress)
+                         duration_s=duration_s, seed=seed, request_timeout_s=request_timeout_s, progress=progress,
+                         **({"sla": sla} if sla is not None else {}))
     vocab = getattr(config.workload_config, "vocab", DEFAULT_VOCAB)
     loop = asyncio.get_running_loop()
     wall_start = time.perf_counter()
@@ -171,7 +176,7 @@ async def simulate_run(scenario: Scenario, workload: str, *, rate: float | None 
 def run_simulation(scenario: Scenario, workload: str, *, rate: float | None = None, concurrency: int | None = None,
                    duration_s: float, seed: int, stats_every_s: float = 1.0, progress: bool = False,
                    request_timeout_s: float = 300.0, mesh_type: type[SimulatedMesh] = SimulatedMesh,
-                   during: During | None = None) -> SimulatedRun:
+                   during: During | None = None, sla: dict | None = None) -> SimulatedRun:
     """`simulate_run` on a fresh virtual loop, with the process's clocks reading its time."""
     with virtual_runner() as runner:
         loop = runner.get_loop()
@@ -180,7 +185,14 @@ def run_simulation(scenario: Scenario, workload: str, *, rate: float | None = No
             return runner.run(simulate_run(scenario, workload, rate=rate, concurrency=concurrency,
                                            duration_s=duration_s, seed=seed, stats_every_s=stats_every_s,
                                            progress=progress, request_timeout_s=request_timeout_s,
-                                           mesh_type=mesh_type, during=during))
+                                           mesh_type=mesh_type, during=during, sla=sla))
 
 
-__all__ = ["BenchError", "SimulatedRun", "run_simulation", "simulate_run"]
+def write_outputs(folder: Path, lines: list[str], summary: dict[str, Any]) -> None:
+    """requests.jsonl (one record's JSON a line) and summary.json, as `pdd-emu bench` writes them."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "requests.jsonl").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    (folder / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+
+
+__all__ = ["BenchError", "SimulatedRun", "run_simulation", "simulate_run", "write_outputs"]
