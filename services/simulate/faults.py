@@ -22,6 +22,7 @@ from typing import Union
 
 from netem.schedule import Schedule
 from services.chaos.faults import KillRestart, WanJitter, WanPartition
+from services.scenario.link_config import real_link_config
 from services.scenario.plan import LinkPlan, MeshPlan
 from services.simulate.outage import OutageMesh
 from services.types import Role
@@ -59,16 +60,20 @@ def killable(plan: MeshPlan) -> list[Role]:
 async def apply(mesh: OutageMesh, timed: Timed) -> None:
     """Start the fault now, hold it for its length, end it."""
     fault = timed.fault
-    links = [mesh.links[link.name] for link in wan_kv_links(mesh.plan)]
+    plans = wan_kv_links(mesh.plan)
     if isinstance(fault, WanPartition):
-        for link in links:
-            link.partition(fault.mode, "both", fault.duration_s)  # healed by the link when it has lasted
+        for plan in plans:
+            mesh.links[plan.name].partition(fault.mode, "both", fault.duration_s)  # healed by the link in time
         await asyncio.sleep(fault.duration_s)
     elif isinstance(fault, WanJitter):
-        runners = [await link.run_schedule(Schedule.model_validate(
-                       fault.schedule(link.config.model_dump(by_alias=True)["up"]))) for link in links]
+        runners = []
+        for plan in plans:
+            # The link's planned settings, not its current ones: they are what the schedule returns to,
+            # even when it replaces another jitter schedule still playing.
+            own = real_link_config(plan, mesh.plan.scenario.byte_scale).model_dump(by_alias=True)["up"]
+            runners.append(await mesh.links[plan.name].run_schedule(Schedule.model_validate(fault.schedule(own))))
         for runner in runners:
-            await runner.join()
+            await runner.join()  # cancelled when a later jitter schedule replaces this one
     else:
         name = mesh.plan.with_role(fault.role)[0].name
         mesh.kill(name)

@@ -84,3 +84,15 @@ def test_schedules_follow_their_seed_and_the_plan():
     kinds = {(type(t.fault), getattr(t.fault, "role", None))
              for seed in range(20) for t in draw_schedule(random.Random(seed), intra, 3.0)}
     assert kinds == {(KillRestart, Role.PREFILL), (KillRestart, Role.DECODE)}
+
+
+def test_a_jitter_schedule_replacing_another_still_returns_the_link_to_its_own_settings():
+    async def main():
+        async with OutageMesh(simulated_plan(load_scenario("pdd-mini"))) as mesh:
+            link = mesh.links[WAN]
+            own = link.config.up
+            await play(mesh, [Timed(0.0, WanJitter((1.5,), hold_s=2.0, rate_drop_s=1.0)),
+                              Timed(1.0, WanJitter((0.5,), hold_s=1.0, rate_drop_s=1.0))])
+            assert link.config.up == own
+
+    _virtual(main)
