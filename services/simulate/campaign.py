@@ -12,7 +12,9 @@ is held to the invariants of the chaos runs (services/chaos/outcomes.py):
 - every completed text is the fault-free text, and the tokens a failed
   request streamed before its error are the start of it. A request's output
   is a pure function of its prompt, position and seed, so the fault-free
-  text is known without a fault-free run (`FaultFreeText`).
+  text is known without a fault-free run (`FaultFreeText`);
+- and, as the chaos runs check the mesh at rest afterwards, nothing is left
+  working once every request has its outcome and the faults have ended.
 """
 
 from __future__ import annotations
@@ -86,7 +88,23 @@ def check(run: SimulatedRun, expected: FaultFreeText) -> list[str]:
             problems.append(f"{record.id}: failed without an error message")
         elif record.status in ("timeout", "cancelled"):
             problems.append(f"{record.id}: lost ({record.status}: {record.error})")
-    return problems
+    return problems + still_working(run)
+
+
+def still_working(run: SimulatedRun) -> list[str]:
+    """Work left in progress once every request has its outcome and the faults have ended (the last snapshot):
+    a request the router still counts, a sequence an engine still holds, a transfer still sending."""
+    if not run.snapshots:
+        return []
+    at_s, services = run.snapshots[-1]
+    busy = [f"router: {services['router']['inflight']} requests in flight"] if services["router"]["inflight"] else []
+    for name, stats in services.items():
+        for instance, engine in stats.get("instances", {}).items():
+            if engine["running"] or engine["waiting"]:
+                busy.append(f"{instance}: {engine['running']} sequences running, {engine['waiting']} waiting")
+        if stats.get("transfers_in_flight"):
+            busy.append(f"{name}: {stats['transfers_in_flight']} KV transfers in flight")
+    return [f"not at rest at the end ({at_s:g} s): {item}" for item in busy]
 
 
 def _matching(got: list[int], want: list[int]) -> int:

@@ -12,7 +12,7 @@ from services.chaos.outcomes import FaultFreeText
 from services.profiles import load_model
 from services.chaos.scenarios import DEADLINES
 from services.scenario.loader import load_scenario
-from services.simulate.campaign import Campaign, check, run_campaign, run_one, simulate_schedule
+from services.simulate.campaign import Campaign, check, run_campaign, run_one, simulate_schedule, still_working
 from services.simulate.run import SimulatedRun
 from services.types import Role
 
@@ -84,3 +84,15 @@ def test_the_checker_finds_lost_duplicated_and_truncated_requests():
     failed = [*run.records[:2], dataclasses.replace(third, status="error", error="http_502: broke"), *run.records[3:]]
     assert check(dataclasses.replace(run, records=failed, outputs=wrong), expected) == [
         f"{third.id}: failed after tokens that differ from the fault-free text at 0"]
+
+
+def test_work_left_in_progress_at_the_end_is_reported():
+    run = simulate_schedule(_campaign(runs=1, seed=3), 3, [])
+    at_s, services = run.snapshots[-1]
+    assert still_working(run) == []
+    busy = {**services, "router": {**services["router"], "inflight": 1},
+            "main-decode": {**services["main-decode"],
+                            "instances": {"main-decode-0": {"running": 2, "waiting": 0}}}}
+    problems = still_working(dataclasses.replace(run, snapshots=[*run.snapshots[:-1], (at_s, busy)]))
+    assert problems == [f"not at rest at the end ({at_s:g} s): router: 1 requests in flight",
+                        f"not at rest at the end ({at_s:g} s): main-decode-0: 2 sequences running, 0 waiting"]
