@@ -24,6 +24,7 @@ def _campaign(preset: str = "pdd-mini", runs: int = SCHEDULES, seed: int = 0) ->
     return Campaign(load_scenario(preset, list(DEADLINES)), WORKLOAD, duration_s=3.0, seed=seed, runs=runs, rate=2.0)
 
 
+@pytest.mark.slow
 def test_200_fault_schedules_keep_every_invariant():
     reports = run_campaign(_campaign())
     assert [r.seed for r in reports] == list(range(SCHEDULES))
