@@ -14,11 +14,13 @@ is held to the invariants of the chaos runs (services/chaos/outcomes.py):
   is a pure function of its prompt, position and seed, so the fault-free
   text is known without a fault-free run (`FaultFreeText`);
 - and, as the chaos runs check the mesh at rest afterwards, nothing is left
-  working once every request has its outcome and the faults have ended.
+  working within REST_WAIT_S of every request having its outcome and the
+  faults having ended.
 """
 
 from __future__ import annotations
 
+import asyncio
 import random
 import sys
 from collections import Counter
@@ -28,13 +30,14 @@ from typing import Callable
 from tqdm import tqdm
 
 from services.chaos.outcomes import FaultFreeText
-from services.chaos.runner import CLIENT_MARGIN_S
+from services.chaos.faults import POLL_S
+from services.chaos.runner import CLIENT_MARGIN_S, REST_WAIT_S
 from services.profiles import load_model
 from services.scenario import Scenario
 from services.simulate.faults import Timed, draw_schedule, play
 from services.simulate.outage import OutageMesh
 from services.simulate.run import BenchError, SimulatedRun, run_simulation
-from services.simulate.wiring import simulated_plan
+from services.simulate.wiring import SimulatedMesh, simulated_plan
 
 
 @dataclass(frozen=True)
@@ -92,19 +95,33 @@ def check(run: SimulatedRun, expected: FaultFreeText) -> list[str]:
 
 
 def still_working(run: SimulatedRun) -> list[str]:
-    """Work left in progress once every request has its outcome and the faults have ended (the last snapshot):
-    a request the router still counts, a sequence an engine still holds, a transfer still sending."""
+    """Work left in progress in the last snapshot, taken once the mesh was at rest or REST_WAIT_S had passed."""
     if not run.snapshots:
         return []
     at_s, services = run.snapshots[-1]
-    busy = [f"router: {services['router']['inflight']} requests in flight"] if services["router"]["inflight"] else []
+    return [f"not at rest at the end ({at_s:g} s): {item}" for item in busy(services)]
+
+
+def busy(services: dict[str, dict]) -> list[str]:
+    """What the services' stats show at work: a request the router still counts, a sequence an engine
+    holds, a transfer still sending."""
+    found = [f"router: {services['router']['inflight']} requests in flight"] if services["router"]["inflight"] else []
     for name, stats in services.items():
         for instance, engine in stats.get("instances", {}).items():
             if engine["running"] or engine["waiting"]:
-                busy.append(f"{instance}: {engine['running']} sequences running, {engine['waiting']} waiting")
+                found.append(f"{instance}: {engine['running']} sequences running, {engine['waiting']} waiting")
         if stats.get("transfers_in_flight"):
-            busy.append(f"{name}: {stats['transfers_in_flight']} KV transfers in flight")
-    return [f"not at rest at the end ({at_s:g} s): {item}" for item in busy]
+            found.append(f"{name}: {stats['transfers_in_flight']} KV transfers in flight")
+    return found
+
+
+async def at_rest(mesh: SimulatedMesh, deadline_s: float = REST_WAIT_S) -> None:
+    """Until nothing is at work (a transfer of a request the relay finished may still be landing), at most
+    `deadline_s`: what the chaos runs wait for the mesh at rest (services/chaos/resources.py)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + deadline_s
+    while busy(mesh.stats()) and loop.time() < deadline:
+        await asyncio.sleep(POLL_S)
 
 
 def _matching(got: list[int], want: list[int]) -> int:
@@ -115,7 +132,7 @@ def simulate_schedule(campaign: Campaign, seed: int, schedule: list[Timed]) -> S
     """One run of the campaign's traffic from `seed` under `schedule`, on virtual time."""
     return run_simulation(campaign.scenario, campaign.workload, rate=campaign.rate, concurrency=campaign.concurrency,
                           duration_s=campaign.duration_s, seed=seed, request_timeout_s=campaign.client_timeout_s(),
-                          mesh_type=OutageMesh, during=lambda mesh: play(mesh, schedule))
+                          mesh_type=OutageMesh, during=lambda mesh: play(mesh, schedule), after=at_rest)
 
 
 def run_one(campaign: Campaign, seed: int, simulate: Callable[..., SimulatedRun] | None = None) -> RunReport:

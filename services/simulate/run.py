@@ -122,13 +122,14 @@ async def simulate_run(scenario: Scenario, workload: str, *, rate: float | None 
                        concurrency: int | None = None, duration_s: float, seed: int,
                        stats_every_s: float = 1.0, progress: bool = False,
                        request_timeout_s: float = 300.0, mesh_type: type[SimulatedMesh] = SimulatedMesh,
-                       during: During | None = None, sla: dict | None = None) -> SimulatedRun:
+                       during: During | None = None, after: During | None = None,
+                       sla: dict | None = None) -> SimulatedRun:
     """Run on the current loop (a VirtualEventLoop for virtual time: see `run_simulation`).
 
-    `sla` ({"ttft_s", "tpot_s"}) is the SLA the summary's goodput counts against (default: the bench's).
-
-    `during(mesh)` runs beside the traffic from its first request (a fault schedule,
-    services/simulate/faults.py) and is awaited before the mesh stops.
+    `during(mesh)` runs beside the traffic from its start (a fault schedule, services/simulate/faults.py);
+    `after(mesh)` once every request has its outcome and `during` has ended (a wait for the mesh at
+    rest); the last snapshot is taken after both. `sla` ({"ttft_s", "tpot_s"}) is the SLA the
+    summary's goodput counts against (default: the bench's).
     """
     config = BenchConfig(url="http://simulated", workload=workload, out_dir=".", rate=rate, concurrency=concurrency,
                          duration_s=duration_s, seed=seed, request_timeout_s=request_timeout_s, progress=progress,
@@ -157,6 +158,8 @@ async def simulate_run(scenario: Scenario, workload: str, *, rate: float | None 
             driven = await drive(config, send)
             if beside is not None:
                 await beside
+            if after is not None:
+                await after(mesh)
         finally:
             ticker[0].cancel()
             bar.close()
@@ -176,7 +179,8 @@ async def simulate_run(scenario: Scenario, workload: str, *, rate: float | None 
 def run_simulation(scenario: Scenario, workload: str, *, rate: float | None = None, concurrency: int | None = None,
                    duration_s: float, seed: int, stats_every_s: float = 1.0, progress: bool = False,
                    request_timeout_s: float = 300.0, mesh_type: type[SimulatedMesh] = SimulatedMesh,
-                   during: During | None = None, sla: dict | None = None) -> SimulatedRun:
+                   during: During | None = None, after: During | None = None,
+                   sla: dict | None = None) -> SimulatedRun:
     """`simulate_run` on a fresh virtual loop, with the process's clocks reading its time."""
     with virtual_runner() as runner:
         loop = runner.get_loop()
@@ -185,7 +189,7 @@ def run_simulation(scenario: Scenario, workload: str, *, rate: float | None = No
             return runner.run(simulate_run(scenario, workload, rate=rate, concurrency=concurrency,
                                            duration_s=duration_s, seed=seed, stats_every_s=stats_every_s,
                                            progress=progress, request_timeout_s=request_timeout_s,
-                                           mesh_type=mesh_type, during=during, sla=sla))
+                                           mesh_type=mesh_type, during=during, after=after, sla=sla))
 
 
 def write_outputs(folder: Path, lines: list[str], summary: dict[str, Any]) -> None:

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections import Counter
 
 import pytest
 
-from services.chaos.faults import KillRestart, WanJitter, WanPartition
+from services.chaos.faults import POLL_S, KillRestart, WanJitter, WanPartition
 from services.chaos.outcomes import FaultFreeText
 from services.profiles import load_model
 from services.chaos.scenarios import DEADLINES
 from services.scenario.loader import load_scenario
-from services.simulate.campaign import Campaign, check, run_campaign, run_one, simulate_schedule, still_working
+from services.simulate.campaign import (Campaign, at_rest, check, run_campaign, run_one, simulate_schedule,
+                                        still_working)
+from services.simulate.clock import run_virtual
 from services.simulate.run import SimulatedRun
 from services.types import Role
 
@@ -97,3 +100,25 @@ def test_work_left_in_progress_at_the_end_is_reported():
     problems = still_working(dataclasses.replace(run, snapshots=[*run.snapshots[:-1], (at_s, busy)]))
     assert problems == [f"not at rest at the end ({at_s:g} s): router: 1 requests in flight",
                         f"not at rest at the end ({at_s:g} s): main-decode-0: 2 sequences running, 0 waiting"]
+
+
+class _Draining:
+    """A mesh whose router finishes its last request after `polls` looks at its stats (or never)."""
+
+    def __init__(self, polls: float) -> None:
+        self.polls = polls
+
+    def stats(self) -> dict:
+        self.polls -= 1
+        return {"router": {"inflight": 1 if self.polls > 0 else 0}}
+
+
+def test_the_rest_wait_ends_when_the_work_does_or_at_its_deadline():
+    async def waited(mesh) -> float:
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        await at_rest(mesh, deadline_s=30.0)
+        return loop.time() - start
+
+    assert run_virtual(waited(_Draining(3))) == pytest.approx(2 * POLL_S)
+    assert run_virtual(waited(_Draining(float("inf")))) == pytest.approx(30.0, abs=POLL_S)
