@@ -75,10 +75,10 @@ class _Records:
 class Driven:
     records: list[RequestRecord]
     outputs: dict[str, list[int]]
-    plans: dict[str, RequestPlan]
     rate: float | None
     concurrency: int | None
     skipped_arrivals: int
+    plans: dict[str, RequestPlan] = field(default_factory=dict)  # each sent request's plan, by id
 
 
 async def drive(config: BenchConfig, send: Sender) -> Driven:
@@ -115,7 +115,7 @@ async def drive(config: BenchConfig, send: Sender) -> Driven:
         await dispatcher.drain()
     finally:
         timer.cancel()
-    return Driven(recorder.records, outputs, sent, rate, concurrency, dispatcher.skipped_arrivals)
+    return Driven(recorder.records, outputs, rate, concurrency, dispatcher.skipped_arrivals, sent)
 
 
 async def simulate_run(scenario: Scenario, workload: str, *, rate: float | None = None,
