@@ -37,7 +37,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of every random draw (default 0)")
     parser.add_argument("--timeout", default="300s", help="deadline of each request (default 300s)")
     parser.add_argument("--out", required=True, type=Path, help="output folder")
-    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+    parser.add_argument("--json", action="store_true", help="print the summary (with --faults: the campaign's) as JSON")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--faults", type=int, default=None, metavar="N",
                         help="a fault campaign: N runs (seeds SEED..SEED+N-1), each under a random fault schedule, "
@@ -111,15 +111,20 @@ def _campaign(args: argparse.Namespace, scenario, duration_s: float) -> int:
         for report in reports:
             lines.write(json.dumps(report.as_json()) + "\n")
     broken = [report for report in reports if report.problems]
+    totals = {key: sum(getattr(r, key) for r in reports) for key in ("sent", "completed", "failed")}
+    if args.json:
+        print(json.dumps({"schedules": len(reports), "seeds": [args.seed, args.seed + len(reports) - 1], **totals,
+                          "violations": [{**r.as_json(), "replay": replay_command(args, r.seed)} for r in broken]},
+                         indent=2))
+        return 1 if broken else 0
     for report in broken:
         print(f"violation at seed {report.seed}, faults {json.dumps(report.as_json()['schedule'])}:")
         for problem in report.problems:
             print(f"  {problem}")
         print(f"  replay: {replay_command(args, report.seed)}")
-    sent, completed = sum(r.sent for r in reports), sum(r.completed for r in reports)
-    failed = sum(r.failed for r in reports)
-    print(f"{len(reports)} fault schedules, seeds {args.seed}..{args.seed + len(reports) - 1}: {sent} requests, "
-          f"{completed} completed, {failed} failed with an error; {len(broken)} runs broke an invariant")
+    print(f"{len(reports)} fault schedules, seeds {args.seed}..{args.seed + len(reports) - 1}: {totals['sent']} "
+          f"requests, {totals['completed']} completed, {totals['failed']} failed with an error; {len(broken)} runs "
+          f"broke an invariant")
     print(f"  wrote {args.out / 'campaign.jsonl'}")
     return 1 if broken else 0
 

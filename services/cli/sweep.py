@@ -31,7 +31,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     simulated.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                            help="with --simulate: override a scenario field (repeatable)")
     simulated.add_argument("--ray-address", default=None,
-                           help="with --simulate: a Ray cluster to run on, e.g. ray://head:10001 (default: a local Ray)")
+                           help="with --simulate: a Ray cluster, e.g. ray://head:10001 (default: a local Ray)")
     simulated.add_argument("--num-cpus", type=int, default=None,
                            help="with --simulate and a local Ray: the CPUs it may use (default: all)")
     parser.set_defaults(func=run)

@@ -40,6 +40,10 @@ def test_a_violation_prints_its_seed_and_replay_command_and_exits_1(cli, tmp_pat
     words = shlex.split(replay)
     assert words[words.index("--seed") + 1] == "8" and words[words.index("--faults") + 1] == "1"
     assert words[words.index("--workload") + 1] == ARGS[4]
+    code, out, _ = cli(*ARGS, "--faults", "3", "--seed", "7", "--out", str(tmp_path), "--json")
+    summary = json.loads(out)
+    assert code == 1 and summary["seeds"] == [7, 9] and [v["seed"] for v in summary["violations"]] == [8]
+    assert summary["violations"][0]["replay"] == replay and summary["violations"][0]["problems"]
 
 
 def test_bad_campaign_input_exits_2(cli, tmp_path):

@@ -64,7 +64,8 @@ def test_a_corrupted_answer_is_reported_with_the_seed_that_replays_it():
     reports = run_campaign(_campaign(runs=4, seed=40), simulate=_corrupting(42))
     broken = [r for r in reports if r.problems]
     assert [r.seed for r in broken] == [42]
-    assert "completed with" in broken[0].problems[0] and "0 of them the fault-free text's first" in broken[0].problems[0]
+    problem = broken[0].problems[0]
+    assert "completed with" in problem and "0 of them the fault-free text's first" in problem
     replayed = run_one(_campaign(runs=1, seed=42), 42)  # the same seed alone: the same schedule, no planted fault
     assert replayed.schedule == broken[0].schedule and not replayed.problems
 
@@ -79,7 +80,8 @@ def test_the_checker_finds_lost_duplicated_and_truncated_requests():
                second, second, dataclasses.replace(third, status="error", error="")] + run.records[3:]
     outputs = {**run.outputs, third.id: run.outputs[third.id][:2]}  # streamed the start of its text, then failed
     problems = check(dataclasses.replace(run, records=records, outputs=outputs), expected)
-    assert problems == [f"{second.id}: 2 outcomes, not one", f"{first.id}: lost (timeout: no complete answer within 105s)",
+    assert problems == [f"{second.id}: 2 outcomes, not one",
+                        f"{first.id}: lost (timeout: no complete answer within 105s)",
                         f"{third.id}: failed without an error message"]
     # A request that has no outcome at all is caught as well.
     assert check(dataclasses.replace(run, records=run.records[1:]), expected) == [f"{first.id}: 0 outcomes, not one"]

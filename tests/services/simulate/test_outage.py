@@ -1,4 +1,5 @@
-"""kill -9 and restart in the in-process mesh: the dead service's work stops, its peers see UNAVAILABLE, it comes back fresh."""
+"""kill -9 and restart in the in-process mesh: the dead service's work stops, its peers see UNAVAILABLE,
+and it comes back fresh."""
 
 from __future__ import annotations
 
