@@ -9,19 +9,13 @@ import pytest
 
 from services.chaos.faults import KillRestart, WanJitter, WanPartition
 from services.scenario.loader import load_scenario
-from services.simulate.clock import VirtualClock, process_clocks, virtual_runner
 from services.simulate.faults import Timed, apply, draw_schedule, play, wan_kv_links
 from services.simulate.outage import OutageMesh
 from services.simulate.wiring import simulated_plan
 from services.types import Role
+from tests.services.simulate.on_virtual_time import on_virtual_time
 
 WAN, RDMA = "prefill-to-main-decode", "prefill-to-relay-decode"
-
-
-def _virtual(main):
-    with virtual_runner() as runner:
-        with process_clocks(VirtualClock(runner.get_loop())):
-            return runner.run(main())
 
 
 def test_a_partition_holds_the_wan_kv_links_for_its_length_and_leaves_the_rest():
@@ -37,7 +31,7 @@ def test_a_partition_holds_the_wan_kv_links_for_its_length_and_leaves_the_rest()
             assert loop.time() - start == pytest.approx(2.0)
             assert mesh.links[WAN].stats()["up"]["partition"] is None
 
-    _virtual(main)
+    on_virtual_time(main)
 
 
 def test_a_jitter_schedule_plays_its_delays_then_restores_the_link():
@@ -56,7 +50,7 @@ def test_a_jitter_schedule_plays_its_delays_then_restores_the_link():
             assert seen == [(1.5, own.rate_bps), (0.5, own.rate_bps), (own.delay_s, own.rate_bps / 10)]
             assert link.config.up == own
 
-    _virtual(main)
+    on_virtual_time(main)
 
 
 def test_a_schedule_kills_at_its_moment_and_the_keeper_restarts_after_down_s():
@@ -70,7 +64,7 @@ def test_a_schedule_kills_at_its_moment_and_the_keeper_restarts_after_down_s():
             await playing
             assert loop.time() - start == pytest.approx(3.0) and not mesh.down and mesh.kills == 1
 
-    _virtual(main)
+    on_virtual_time(main)
 
 
 def test_schedules_follow_their_seed_and_the_plan():
@@ -95,4 +89,4 @@ def test_a_jitter_schedule_replacing_another_still_returns_the_link_to_its_own_s
                               Timed(1.0, WanJitter((0.5,), hold_s=1.0, rate_drop_s=1.0))])
             assert link.config.up == own
 
-    _virtual(main)
+    on_virtual_time(main)

@@ -10,18 +10,12 @@ import pytest
 
 from services.rpc import pb
 from services.scenario.loader import load_scenario
-from services.simulate.clock import VirtualClock, process_clocks, virtual_runner
 from services.simulate.outage import OutageMesh
 from services.simulate.wiring import simulated_plan
+from tests.services.simulate.on_virtual_time import on_virtual_time
 
 LONG_S = 10.0
 DEADLINE_S = 5.0  # virtual seconds: what should fail at once fails long before
-
-
-def _virtual(main):
-    with virtual_runner() as runner:
-        with process_clocks(VirtualClock(runner.get_loop())):
-            return runner.run(main())
 
 
 async def _drain(stream) -> None:
@@ -54,7 +48,7 @@ def test_streams_break_calls_are_refused_and_the_restart_is_a_fresh_process():
             assert mesh.tasks["main-decode"].isdisjoint(old_tasks) and mesh.tasks["main-decode"]
             assert mesh.stub("relay-decode", "router") is not None and "main-decode" not in mesh.down
 
-    _virtual(main)
+    on_virtual_time(main)
 
 
 def test_a_call_in_flight_fails_when_its_server_dies_and_a_hang_up_stops_the_server():
@@ -87,7 +81,7 @@ def test_a_call_in_flight_fails_when_its_server_dies_and_a_hang_up_stops_the_ser
             await asyncio.sleep(0)
             assert served[-1] - start == pytest.approx(2.0)
 
-    _virtual(main)
+    on_virtual_time(main)
 
 
 def test_a_dead_service_makes_no_more_calls():
@@ -99,7 +93,7 @@ def test_a_dead_service_makes_no_more_calls():
             await mesh.restart("main-decode")
             assert (await mesh.stub("relay-decode", "main-decode").Health(pb.Empty())).serving
 
-    _virtual(main)
+    on_virtual_time(main)
 
 
 def test_a_kill_resets_the_kv_connections_of_the_killed_service():
@@ -115,4 +109,4 @@ def test_a_kill_resets_the_kv_connections_of_the_killed_service():
                     await sending
             assert wan.stats()["up"]["resets"] >= 1
 
-    _virtual(main)
+    on_virtual_time(main)
