@@ -44,7 +44,8 @@ class Timed:
     down_s: float = DOWN_S[0]
 
     def describe(self) -> dict:
-        return {"at_s": self.at_s, "fault": self.fault.name, **asdict(self.fault),
+        fields = {key: value for key, value in asdict(self.fault).items() if key != "name"}
+        return {"at_s": self.at_s, "fault": self.fault.name, **fields,
                 **({"down_s": self.down_s} if isinstance(self.fault, KillRestart) else {})}
 
 
