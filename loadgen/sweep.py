@@ -45,8 +45,9 @@ def max_goodput_rate(summaries: dict[float, Summary], threshold: float = ATTAINM
     return max(passing) if passing else None
 
 
-def rate_folder(out_dir: Path, rate: float) -> Path:
-    return out_dir / f"rate-{rate:g}"
+def rate_folder(out_dir: Path, rate: float, load: str = "rate") -> Path:
+    """The bench output folder of one point: rate-4, or concurrency-16 for a population sweep."""
+    return out_dir / f"{load}-{rate:g}"
 
 
 async def run_sweep(config: SweepConfig) -> SweepResult:
@@ -57,17 +58,27 @@ async def run_sweep(config: SweepConfig) -> SweepResult:
         summaries[rate] = await run_bench(bench)
         if summaries[rate].sla_attainment < config.threshold and not config.keep_going:
             break
-    best = max_goodput_rate(summaries, config.threshold)
+    return write_sweep(config.out_dir, summaries, config.threshold)
+
+
+def write_sweep(out_dir: Path, summaries: dict[float, Summary], threshold: float = ATTAINMENT_THRESHOLD,
+                load: str = "rate") -> SweepResult:
+    """sweep.json and the report over the points' folders (`rate_folder`), which hold their bench outputs.
+
+    `load` names what was swept: "rate" (req/s), or "concurrency" (a population of closed-loop clients).
+    """
+    best = max_goodput_rate(summaries, threshold)
     result = {
-        "threshold": config.threshold,
-        "max_goodput_rate": best,
+        "threshold": threshold,
+        f"max_goodput_{load}": best,
         "max_goodput_rps": summaries[best].goodput_rps if best is not None else None,
-        "rates": [{"rate": rate, "goodput_rps": s.goodput_rps, "sla_attainment": s.sla_attainment,
-                   "completed": s.completed, "sent": s.sent} for rate, s in summaries.items()],
+        "rates" if load == "rate" else "concurrencies": [
+            {load: point, "goodput_rps": s.goodput_rps, "sla_attainment": s.sla_attainment,
+             "completed": s.completed, "sent": s.sent} for point, s in summaries.items()],
     }
-    config.out_dir.mkdir(parents=True, exist_ok=True)
-    (config.out_dir / "sweep.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    report = build_report([rate_folder(config.out_dir, rate) for rate in summaries], config.out_dir / "report")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "sweep.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    report = build_report([rate_folder(out_dir, point, load) for point in summaries], out_dir / "report")
     return SweepResult(summaries, best, result["max_goodput_rps"], report)
 
 

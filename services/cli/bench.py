@@ -21,9 +21,9 @@ def add_sla_arguments(parser: argparse.ArgumentParser, recompute: bool = False) 
     parser.add_argument("--sla-tpot", default="100ms", help="TPOT limit of the SLA (default 100ms)")
 
 
-def add_run_arguments(parser: argparse.ArgumentParser) -> None:
-    """Arguments shared by bench and sweep."""
-    parser.add_argument("--url", required=True, help="router base URL, e.g. http://127.0.0.1:8000")
+def add_run_arguments(parser: argparse.ArgumentParser, url_required: bool = True) -> None:
+    """Arguments shared by bench and sweep (whose --simulate needs no router)."""
+    parser.add_argument("--url", required=url_required, help="router base URL, e.g. http://127.0.0.1:8000")
     parser.add_argument("--workload", required=True, metavar="SPEC",
                         help="agentic[:k=v,...], mooncake:FILE[:k=v,...], poisson[:k=v,...] or gamma[:k=v,...]")
     parser.add_argument("--duration", required=True, help="how long to send, e.g. 60s or 5m")

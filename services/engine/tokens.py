@@ -8,7 +8,10 @@ that continues a request produces the same text (docs/engine.md, "Tokens").
 
 from __future__ import annotations
 
+import functools
 import hashlib
+from collections.abc import Mapping
+from types import MappingProxyType
 
 import numpy as np
 
@@ -35,6 +38,11 @@ def splitmix64(x: int) -> int:
     x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
     x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK64
     return x ^ (x >> 31)
+
+
+@functools.lru_cache(maxsize=2)
+def _spelled(vocab_size: int) -> Mapping[int, str]:
+    return MappingProxyType({token_id: _word_for(token_id) + " " for token_id in range(vocab_size)})
 
 
 def _word_for(token_id: int) -> str:
@@ -80,12 +88,10 @@ class WordTokenizer:
 
         A streamed token's text is a dictionary lookup once its word is known, and spelling it the
         first time costs several times that; without this a router pays it for most tokens of its
-        first hundred thousand (docs/mesh.md §Cost of a streamed token).
+        first hundred thousand (docs/mesh.md §Cost of a streamed token). The spelling of a vocabulary
+        is made once per process: a fault campaign builds a router for each of its runs.
         """
-        texts = self._texts
-        for token_id in range(self.vocab_size):
-            if token_id not in texts:
-                texts[token_id] = _word_for(token_id) + " "
+        self._texts.update(_spelled(self.vocab_size))
 
     def token_text(self, token_id: TokenId) -> str:
         """The word for `token_id` followed by one space, so streamed pieces concatenate to decode()."""

@@ -97,7 +97,13 @@ class StreamCall:
         self._waiter: asyncio.Future[None] | None = None
         self._wire = wire
         self._last: asyncio.Future[None] | None = None  # the latest event still crossing the wire
+        self._cancelled = False  # by the reader's cancel(); any other cancel is the server's process dying
         self._task = asyncio.get_running_loop().create_task(self._pump(events, request))
+        self._task.add_done_callback(self._ended)
+
+    def _ended(self, task: asyncio.Task) -> None:
+        if task.cancelled() and not self._cancelled:  # the server died with its process (services/simulate/outage.py)
+            self._put(InprocRpcError(grpc.StatusCode.UNAVAILABLE, "the server's connection was reset"))
 
     async def _pump(self, events: AsyncIterator[Any], request: Any) -> None:
         try:
@@ -106,7 +112,7 @@ class StreamCall:
                 self._deliver(event)
             self._deliver(_END)
         except asyncio.CancelledError:
-            raise  # cancel() has told the reader
+            raise  # cancel() has told the reader, or _ended does
         except BaseException as exc:  # noqa: BLE001 - the client reads it as the call's status
             self._deliver(_as_rpc_error(exc))
 
@@ -139,6 +145,7 @@ class StreamCall:
             self._last.cancel()  # nothing still crossing the wire reaches the reader after the cancel
         if self._task.done() or self._task.cancelling():
             return False
+        self._cancelled = True
         self._task.cancel()
         self._put(_CANCELLED)
         return True

@@ -10,11 +10,13 @@ router's own checks and encoder (services/simulate/client.py). Every
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, Awaitable, Callable
 
 from tqdm import tqdm
 
@@ -34,6 +36,7 @@ from services.simulate.clock import VirtualClock, VirtualEventLoop, process_cloc
 from services.simulate.wiring import SimulatedMesh, simulated_plan
 
 Snapshot = tuple[float, dict[str, dict]]
+During = Callable[[Any], Awaitable[None]]  # given the running mesh
 
 
 @dataclass
@@ -42,6 +45,7 @@ class SimulatedRun:
     summary: dict[str, Any]
     snapshots: list[Snapshot] = field(default_factory=list)
     outputs: dict[str, list[int]] = field(default_factory=dict)  # each request's output token ids, by id
+    plans: dict[str, RequestPlan] = field(default_factory=dict)  # each sent request's plan, by id
     pace: list[tuple[float, float]] = field(default_factory=list)  # (emulated s, process CPU s) at each snapshot
 
 
@@ -74,6 +78,7 @@ class Driven:
     rate: float | None
     concurrency: int | None
     skipped_arrivals: int
+    plans: dict[str, RequestPlan] = field(default_factory=dict)  # each sent request's plan, by id
 
 
 async def drive(config: BenchConfig, send: Sender) -> Driven:
@@ -84,8 +89,10 @@ async def drive(config: BenchConfig, send: Sender) -> Driven:
     plans = build_workload(spec, random.Random(seeds.getrandbits(64)))
     rate, concurrency = resolve_pacing(config, plans)
     outputs: dict[str, list[int]] = {}
+    sent: dict[str, RequestPlan] = {}
 
     async def send_and_keep(plan: RequestPlan, send_s: float) -> tuple[RequestRecord, list[int]]:
+        sent[plan.request_id] = plan
         record, ids = await send(plan, send_s)
         outputs[plan.request_id] = ids
         return record, ids
@@ -108,16 +115,25 @@ async def drive(config: BenchConfig, send: Sender) -> Driven:
         await dispatcher.drain()
     finally:
         timer.cancel()
-    return Driven(recorder.records, outputs, rate, concurrency, dispatcher.skipped_arrivals)
+    return Driven(recorder.records, outputs, rate, concurrency, dispatcher.skipped_arrivals, sent)
 
 
 async def simulate_run(scenario: Scenario, workload: str, *, rate: float | None = None,
                        concurrency: int | None = None, duration_s: float, seed: int,
                        stats_every_s: float = 1.0, progress: bool = False,
-                       request_timeout_s: float = 300.0) -> SimulatedRun:
-    """Run on the current loop (a VirtualEventLoop for virtual time: see `run_simulation`)."""
+                       request_timeout_s: float = 300.0, mesh_type: type[SimulatedMesh] = SimulatedMesh,
+                       during: During | None = None, after: During | None = None,
+                       sla: dict | None = None) -> SimulatedRun:
+    """Run on the current loop (a VirtualEventLoop for virtual time: see `run_simulation`).
+
+    `during(mesh)` runs beside the traffic from its start (a fault schedule, services/simulate/faults.py);
+    `after(mesh)` once every request has its outcome and `during` has ended (a wait for the mesh at
+    rest); the last snapshot is taken after both. `sla` ({"ttft_s", "tpot_s"}) is the SLA the
+    summary's goodput counts against (default: the bench's).
+    """
     config = BenchConfig(url="http://simulated", workload=workload, out_dir=".", rate=rate, concurrency=concurrency,
-                         duration_s=duration_s, seed=seed, request_timeout_s=request_timeout_s, progress=progress)
+                         duration_s=duration_s, seed=seed, request_timeout_s=request_timeout_s, progress=progress,
+                         **({"sla": sla} if sla is not None else {}))
     vocab = getattr(config.workload_config, "vocab", DEFAULT_VOCAB)
     loop = asyncio.get_running_loop()
     wall_start = time.perf_counter()
@@ -125,8 +141,9 @@ async def simulate_run(scenario: Scenario, workload: str, *, rate: float | None 
     pace: list[tuple[float, float]] = []
     bar = tqdm(total=round(duration_s, 1), unit="s", desc="simulate (emulated s)", disable=not progress,
                file=sys.stderr, dynamic_ncols=True)
-    async with SimulatedMesh(simulated_plan(scenario)) as mesh:
+    async with mesh_type(simulated_plan(scenario)) as mesh:
         start = loop.time()
+        beside = loop.create_task(during(mesh)) if during is not None else None
 
         def snapshot() -> None:
             snapshots.append((round(loop.time() - start, 9), mesh.stats()))
@@ -141,9 +158,15 @@ async def simulate_run(scenario: Scenario, workload: str, *, rate: float | None 
 
         try:
             driven = await drive(config, send)
+            if beside is not None:
+                await beside
+            if after is not None:
+                await after(mesh)
         finally:
             ticker[0].cancel()
             bar.close()
+            if beside is not None:
+                beside.cancel()
         emulated_s = loop.time() - start
         snapshots.append((round(emulated_s, 9), mesh.stats()))
     wall_s = time.perf_counter() - wall_start
@@ -152,12 +175,14 @@ async def simulate_run(scenario: Scenario, workload: str, *, rate: float | None 
                         skipped_arrivals=driven.skipped_arrivals)
     summary_dict = {**summary.model_dump(mode="json"), "emulated_s": round(emulated_s, 6), "wall_s": round(wall_s, 3),
                     "speedup": round(emulated_s / wall_s, 2) if wall_s > 0 else None}
-    return SimulatedRun(driven.records, summary_dict, snapshots, driven.outputs, pace)
+    return SimulatedRun(driven.records, summary_dict, snapshots, driven.outputs, driven.plans, pace)
 
 
 def run_simulation(scenario: Scenario, workload: str, *, rate: float | None = None, concurrency: int | None = None,
                    duration_s: float, seed: int, stats_every_s: float = 1.0, progress: bool = False,
-                   request_timeout_s: float = 300.0) -> SimulatedRun:
+                   request_timeout_s: float = 300.0, mesh_type: type[SimulatedMesh] = SimulatedMesh,
+                   during: During | None = None, after: During | None = None,
+                   sla: dict | None = None) -> SimulatedRun:
     """`simulate_run` on a fresh virtual loop, with the process's clocks reading its time."""
     with virtual_runner() as runner:
         loop = runner.get_loop()
@@ -169,11 +194,19 @@ def run_simulation(scenario: Scenario, workload: str, *, rate: float | None = No
             # check repr()s the main task, and with it every record of the run (seconds at scale).
             result.append(await simulate_run(scenario, workload, rate=rate, concurrency=concurrency,
                                              duration_s=duration_s, seed=seed, stats_every_s=stats_every_s,
-                                             progress=progress, request_timeout_s=request_timeout_s))
+                                             progress=progress, request_timeout_s=request_timeout_s,
+                                             mesh_type=mesh_type, during=during, after=after, sla=sla))
 
         with process_clocks(VirtualClock(loop)):
             runner.run(main())
         return result[0]
 
 
-__all__ = ["BenchError", "SimulatedRun", "run_simulation", "simulate_run"]
+def write_outputs(folder: Path, lines: list[str], summary: dict[str, Any]) -> None:
+    """requests.jsonl (one record's JSON a line) and summary.json, as `pdd-emu bench` writes them."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "requests.jsonl").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    (folder / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+
+
+__all__ = ["BenchError", "SimulatedRun", "run_simulation", "simulate_run", "write_outputs"]

@@ -19,6 +19,7 @@ from prometheus_client import CollectorRegistry
 from netem.schedule import load_schedule
 from netem.virtual import VirtualLink
 from services.instances import RoleProcess
+from services.kv.receiver import TransferTable
 from services.kv.shipper import Sender
 from services.main_decode.server import DecodeService
 from services.prefill.server import PrefillService
@@ -50,7 +51,7 @@ class _Routes:
         return self.mesh.stub(target, self.me)
 
     def sender(self, link: LinkPlan, on_lost: Callable[[list[str]], None]) -> Sender:
-        return VirtualKvSender(self.mesh.links[link.name], self.mesh.servicers[link.dst].transfers, on_lost=on_lost)
+        return VirtualKvSender(self.mesh.links[link.name], self.mesh.transfers(link.dst), on_lost=on_lost)
 
     async def close(self) -> None:
         return None
@@ -68,17 +69,20 @@ class SimulatedMesh:
         self.processes: dict[str, RoleProcess] = {}
         self.servicers: dict[str, Any] = {}
         for service in plan.services:
-            if service.role is Role.ROUTER:
-                continue
-            process = self.processes[service.name] = RoleProcess(plan, service)
-            routes = _Routes(self, service.name)
-            if service.role is Role.PREFILL:
-                self.servicers[service.name] = PrefillService(process, routes)
-            else:
-                self.servicers[service.name] = DecodeService(
-                    process, relay_stub=lambda name, me=service.name: self.stub(name, me),
-                    kv_routes=routes)
+            if service.role is not Role.ROUTER:
+                self.build_service(service.name)
         self.router = Router(plan, CollectorRegistry())
+
+    def build_service(self, name: str) -> None:
+        """A fresh process and servicer for `name`, as its process has at start-up (a restart calls it again)."""
+        service = self.plan.service(name)
+        process = self.processes[name] = RoleProcess(self.plan, service)
+        routes = _Routes(self, name)
+        if service.role is Role.PREFILL:
+            self.servicers[name] = PrefillService(process, routes)
+        else:
+            self.servicers[name] = DecodeService(process, relay_stub=lambda target: self.stub(target, name),
+                                                 kv_routes=routes)
 
     async def start(self) -> None:
         for link_plan in self.plan.links:
@@ -88,18 +92,29 @@ class SimulatedMesh:
             await link.start()
             if link_plan.spec.schedule:
                 await link.run_schedule(load_schedule(link_plan.spec.schedule))
-        for process in self.processes.values():
-            for engine in process.engines:
-                await engine.start()
+        for name in self.processes:
+            await self.start_service(name)
         self.router.peers = Peers(self.plan, {name: self.stub(name, "router") for name in self.servicers})
+
+    async def start_service(self, name: str) -> None:
+        for engine in self.processes[name].engines:
+            await engine.start()
+
+    def transfers(self, name: str) -> TransferTable:
+        """The table `name`'s KV receiver hands arriving frames to."""
+        return self.servicers[name].transfers
 
     def stub(self, target: str, caller: str) -> InprocStub:
         """`caller`'s stub of `target`: across datacenters on a connection of their control link, as its channel."""
-        dc = self.plan.service(caller).dc
-        route = next((link for link in self.plan.links
-                      if link.purpose == "control" and link.src == dc and link.dst == target), None)
+        route = self.control_route(target, caller)
         wire = self.links[route.name].connect() if route is not None else None
         return InprocStub(self.servicers[target], caller, wire)
+
+    def control_route(self, target: str, caller: str) -> LinkPlan | None:
+        """The control link `caller`'s calls to `target` cross (between datacenters), or None."""
+        dc = self.plan.service(caller).dc
+        return next((link for link in self.plan.links
+                     if link.purpose == "control" and link.src == dc and link.dst == target), None)
 
     async def stop(self) -> None:
         if self.router.peers is not None:

@@ -1,0 +1,42 @@
+"""`pdd-emu sweep --simulate` on a local Ray: one simulation per task, written as the mesh sweep writes them.
+
+The sweep runs in a child process, as a person runs it: Ray's driver threads then live and die with it,
+never beside the simulations of this test process, whose clocks are swapped (`process_clocks`).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from loadgen.bench.records import read_records
+from loadgen.report import build_report
+from services.scenario.loader import load_scenario
+from services.simulate.run import run_simulation
+
+WORKLOAD = "agentic:context=4K,output=16..64,think=200ms,turns=3"
+RAY_DEADLINE_S = 240  # Ray's start-up takes seconds to tens of seconds on the loaded 2-core machine
+
+
+@pytest.mark.slow
+def test_a_population_sweep_on_a_local_ray_writes_bench_outputs_and_the_sweep(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "services.cli", "sweep", "--simulate", "--scenario", "pdd-mini",
+                           "--workload", WORKLOAD, "--concurrencies", "4,2", "--duration", "3s", "--seed", "5",
+                           "--num-cpus", "2", "--out", str(tmp_path), "--no-progress"],
+                          capture_output=True, text=True, timeout=RAY_DEADLINE_S)
+    assert done.returncode == 0, done.stderr
+    saved = json.loads((tmp_path / "sweep.json").read_text())
+    assert [p["concurrency"] for p in saved["concurrencies"]] == [2, 4]
+    assert saved["max_goodput_concurrency"] in (2, 4, None)
+    assert "max goodput concurrency" in done.stdout or "no concurrency kept" in done.stdout
+    # Each task ran exactly the simulation this process runs: the same records, to the last digit.
+    alone = run_simulation(load_scenario("pdd-mini"), WORKLOAD, concurrency=4, duration_s=3.0, seed=5)
+    assert read_records(tmp_path / "concurrency-4" / "requests.jsonl") == [
+        json.loads(r.to_json_line()) for r in alone.records]
+    summary = json.loads((tmp_path / "concurrency-4" / "summary.json").read_text())
+    assert summary["completed"] == alone.summary["completed"] > 0 and summary["emulated_s"] > 0
+    report = build_report([tmp_path / "concurrency-2", tmp_path / "concurrency-4"], tmp_path / "again")
+    assert report.index.is_file()  # `pdd-emu report` reads the points unchanged
