@@ -27,7 +27,7 @@ async def test_parts_follow_the_computed_tokens_and_cover_every_frame_once():
     progress.advance(1000)  # one engine step's chunk
     assert await anext(parts) == range(0, 2)
     waiting = asyncio.ensure_future(anext(parts))
-    progress.advance(1100)  # completes no new frame: the stream waits on
+    progress.advance(1100)  # alone, it would complete no new frame
     progress.advance(2500)
     assert await asyncio.wait_for(waiting, 1.0) == range(2, 6)
     progress.advance(4000)
