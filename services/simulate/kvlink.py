@@ -6,7 +6,8 @@ the planned link, into the receiver's TransferTable. Here the same pool takes
 the same frames' wire size (header, msgpack map, payload) to a `VirtualLink`
 built from the same link config, and when the last byte would land the frames
 are handed to the receiver's table as its socket reader hands them
-(docs/simulate.md, "The KV data plane").
+(docs/simulate.md, "The KV data plane"). A streamed transfer comes as parts
+(frame ranges, services/kv/stream.py), each timed and handed over the same way.
 """
 
 from __future__ import annotations

@@ -50,3 +50,17 @@ def test_a_request_finished_on_the_relay_stops_its_wan_transfer_mid_stream(strea
     assert relay > 0 and stats["prefill"]["kv_bytes_sent"] == relay + main
     # Streamed, the WAN carried what the prefill had computed before the relay finished; never all of it.
     assert_at_most(main, 0.5 * relay, what="WAN bytes of the cancelled transfers")
+
+
+def test_main_decode_takes_over_once_its_streamed_kv_has_landed():
+    scenario, run = _run("pdd-mini", True, workload="poisson:input=65536,output=1024", duration_s=15.0)
+    parts = PrefillChunks(scenario).parts(0, 65536, 131072)
+    (record,) = run.records
+    timeline = record.pdd["timeline"]
+    assert record.pdd["pipeline"] == "P-RLD-MD" and record.pdd["handoff"] is not None
+    # Main decode's KV was usable when the formula says (prefill, then the part streaming did not hide).
+    assert_close(timeline["kv_arrived"] - timeline["prefill_done"], streamed_wait_s(scenario.wan, parts, 0),
+                 rel=0.05, what="main decode's wait after prefill")
+    assert timeline["handoff_started"] >= timeline["kv_arrived"]  # the handoff waited for that KV
+    assert_close(record.pdd["policy"]["estimate_s"], record.pdd["kv_transfer_s"], rel=0.05,
+                 what="the router's streamed estimate against the measured wait")
