@@ -63,10 +63,6 @@ class TransferTable:
                  first_token: int, num_tokens: int, first_token_pending: bool = False) -> Transfer:
         """A streamed transfer is announced twice: before prefill (first token pending), then with it."""
         transfer = self.entry(request_id)
-        if transfer.frames >= 0 and (transfer.frames, transfer.real_bytes) != (frames, real_bytes):
-            self.fail(request_id, f"announced again as {frames} frames of {real_bytes} bytes, "
-                                  f"first {transfer.frames} of {transfer.real_bytes}")
-            return transfer
         transfer.frames, transfer.real_bytes, transfer.emulated_bytes = frames, real_bytes, emulated_bytes
         transfer.first_token, transfer.num_tokens = first_token, num_tokens
         transfer.first_token_pending = first_token_pending
