@@ -87,13 +87,18 @@ class PrefillService(pb_grpc.PrefillServicer):
         follow = asyncio.create_task(self._follow(handle, progress), name=f"progress-{rid}")
         shipped = []
         try:
-            for index, (target, hit) in enumerate(targets):
-                shipped.append(await self.shipper.ship(rid, target, max(0, prompt_len - hit), first_index=hit,
-                                                       cancellable=index == 0, progress=progress))
+            # Both paths at once: across datacenters each announce may cost a WAN round trip.
+            opened = await asyncio.gather(*(
+                self.shipper.ship(rid, target, max(0, prompt_len - hit), first_index=hit, cancellable=index == 0,
+                                  progress=progress) for index, (target, hit) in enumerate(targets)),
+                return_exceptions=True)
+            shipped = [s for s in opened if not isinstance(s, BaseException)]
+            failures = [s for s in opened if isinstance(s, BaseException)]
+            if failures:
+                raise failures[0]  # a refused announce: the other receiver is told below
             first_token = await self.process.first_token(handle)
             progress.advance(prompt_len)
-            for shipment in shipped:
-                await self.shipper.confirm(shipment, first_token)
+            await asyncio.gather(*(self.shipper.confirm(shipment, first_token) for shipment in shipped))
             return first_token, shipped
         except BaseException as exc:
             handle.cancel()
