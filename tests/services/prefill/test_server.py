@@ -1,12 +1,21 @@
-"""The prefill service in the in-process mesh: streamed KV shortens TTFT by its overlap with prefill."""
+"""The prefill service in the in-process mesh: streamed KV shortens TTFT by its overlap with prefill,
+and a failed prefill or refused announce stops its streams."""
 
 from __future__ import annotations
 
+import asyncio
+
+import grpc
 import pytest
 
+from services.kv.receiver import TransferFailed
 from services.router.policy_stream import PrefillChunks, streamed_wait_s
+from services.rpc import pb
+from services.rpc.ids import pack_ids
 from services.scenario.loader import load_scenario
+from services.simulate.clock import run_virtual
 from services.simulate.run import run_simulation
+from services.simulate.wiring import SimulatedMesh, simulated_plan
 from tests.tolerance import assert_at_most, assert_close
 
 PROMPT = 32768  # 4 GiB of llama3-8b KV: 3.4 s over the 10 Gbit/s WAN, 1.2 s of prefill on an H100
@@ -64,3 +73,21 @@ def test_main_decode_takes_over_once_its_streamed_kv_has_landed():
     assert timeline["handoff_started"] >= timeline["kv_arrived"]  # the handoff waited for that KV
     assert_close(record.pdd["policy"]["estimate_s"], record.pdd["kv_transfer_s"], rel=0.05,
                  what="the router's streamed estimate against the measured wait")
+
+
+def test_a_refused_announce_fails_the_prefill_and_tells_the_other_receiver():
+    async def body():
+        async with SimulatedMesh(simulated_plan(load_scenario("pdd-mini"))) as mesh:
+            relay, main = mesh.servicers["relay-decode"], mesh.servicers["main-decode"]
+            relay.process.draining = True
+            waiting = asyncio.ensure_future(main.transfers.wait("r1", 60.0))
+            request = pb.PrefillRequest(request_id="r1", prompt_ids=pack_ids(list(range(1, 20000))), seed=1,
+                                        kv_target="main-decode", kv_target_secondary="relay-decode")
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await mesh.stub("prefill", "router").Prefill(request, timeout=10.0)
+            with pytest.raises(TransferFailed, match="prefill failed"):
+                await asyncio.wait_for(waiting, 1.0)  # told at once, not at its 60 s deadline
+            engines = mesh.processes["prefill"].engines
+            return refused.value.code(), [engine.stats().requests_cancelled for engine in engines]
+    code, cancelled = run_virtual(body())
+    assert code is grpc.StatusCode.FAILED_PRECONDITION and sum(cancelled) == 1  # its prefill stopped too
