@@ -105,6 +105,20 @@ class SequenceHandle:
                 raise EngineStopped(f"{state.request_id} ended ({state.status.value}) before catching up")
             await asyncio.shield(self._engine._step_done())
 
+    async def prefill_progress(self) -> AsyncIterator[int]:
+        """Prompt tokens with KV here, after each step that added some; ends once the whole prompt has
+        KV or the sequence ends. What a preempted sequence recomputes is not reported twice."""
+        state = self._state
+        reported = 0
+        while True:
+            computed = min(state.computed, state.prompt_len)
+            if computed > reported:
+                reported = computed
+                yield computed
+            if reported >= state.prompt_len or state.status not in (Status.WAITING, Status.RUNNING):
+                return
+            await asyncio.shield(self._engine._step_done())
+
     def forward(self, sink: Callable[[TokenEvent | FinishedEvent], bool]) -> None:
         """Offer each later event to `sink` as the step ends, before queueing it for events().
 

@@ -99,12 +99,18 @@ async def read_body(reader: asyncio.StreamReader, length: int) -> KvFrame:
     return decode_body(body)
 
 
-def split_payload(request_id: str, real_bytes: int, frame_bytes: int = DEFAULT_FRAME_PAYLOAD_BYTES) -> list[KvFrame]:
-    """The frames of one transfer of `real_bytes` (at least one frame, possibly empty)."""
-    count = max(1, -(-real_bytes // frame_bytes))
+def frame_count(real_bytes: int, frame_bytes: int = DEFAULT_FRAME_PAYLOAD_BYTES) -> int:
+    """Frames of one transfer of `real_bytes`: at least one, possibly empty."""
+    return max(1, -(-real_bytes // frame_bytes))
+
+
+def split_payload(request_id: str, real_bytes: int, frame_bytes: int = DEFAULT_FRAME_PAYLOAD_BYTES,
+                  seqs: range | None = None) -> list[KvFrame]:
+    """The frames of one transfer of `real_bytes`, or those numbered `seqs` of it (a streamed part)."""
+    count = frame_count(real_bytes, frame_bytes)
     filler = memoryview(_FILLER)
     frames = []
-    for seq in range(count):
+    for seq in range(count) if seqs is None else seqs:
         size = min(frame_bytes, real_bytes - seq * frame_bytes)
         start = (seq * 7919) % (len(_FILLER) - frame_bytes)  # vary content between frames
         frames.append(KvFrame(request_id, seq, count, bytes(filler[start:start + size])))

@@ -1,7 +1,9 @@
 """Receive KV transfers: announced over gRPC, bytes over a data-plane TCP link.
 
-A transfer is complete when every announced frame has arrived intact; its
-time is measured from the announce to the last frame (docs/mesh.md §Transfer
+A transfer is complete when every announced frame has arrived intact and the
+first token is known; its time is measured from the announce that carries the
+first token (prefill's end) to the last frame, so a streamed transfer counts
+only the part its overlap with prefill did not hide (docs/mesh.md §Transfer
 time). Either the announce or the decode request may arrive first, so an entry
 is created by whichever comes first and expires at its deadline.
 """
@@ -30,6 +32,7 @@ class Transfer:
     real_bytes: int = 0
     emulated_bytes: int = 0
     first_token: int = -1
+    first_token_pending: bool = False  # streamed: frames may land before prefill produced the first token
     num_tokens: int = 0
     received_frames: set[int] = field(default_factory=set)
     received_bytes: int = 0
@@ -57,11 +60,14 @@ class TransferTable:
         return transfer
 
     def announce(self, request_id: str, frames: int, real_bytes: int, emulated_bytes: int,
-                 first_token: int, num_tokens: int) -> Transfer:
+                 first_token: int, num_tokens: int, first_token_pending: bool = False) -> Transfer:
+        """A streamed transfer is announced twice: before prefill (first token pending), then with it."""
         transfer = self.entry(request_id)
         transfer.frames, transfer.real_bytes, transfer.emulated_bytes = frames, real_bytes, emulated_bytes
         transfer.first_token, transfer.num_tokens = first_token, num_tokens
-        transfer.announced_at = time.time()
+        transfer.first_token_pending = first_token_pending
+        if not first_token_pending:
+            transfer.announced_at = time.time()
         self._complete_if_whole(transfer)
         return transfer
 
@@ -79,7 +85,8 @@ class TransferTable:
         self._complete_if_whole(transfer)
 
     def _complete_if_whole(self, transfer: Transfer) -> None:
-        if transfer.frames < 0 or len(transfer.received_frames) < transfer.frames or transfer.done.done():
+        if transfer.frames < 0 or len(transfer.received_frames) < transfer.frames or transfer.done.done() \
+                or transfer.first_token_pending:
             return
         if transfer.received_bytes != transfer.real_bytes:
             self.fail(transfer.request_id, f"received {transfer.received_bytes} bytes, announced {transfer.real_bytes}")

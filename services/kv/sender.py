@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from services.kv.frames import DEFAULT_FRAME_PAYLOAD_BYTES, split_payload
+from services.kv.frames import DEFAULT_FRAME_PAYLOAD_BYTES, frame_count, split_payload
 
 log = logging.getLogger(__name__)
 SEND_BUFFER_BYTES = 64 * 1024
@@ -92,8 +92,11 @@ class KvSender:
             self.on_lost(lost)
 
     async def send(self, request_id: str, real_bytes: int, cancel: asyncio.Event | None = None,
-                   frame_bytes: int = DEFAULT_FRAME_PAYLOAD_BYTES) -> SendResult:
-        frames = split_payload(request_id, real_bytes, frame_bytes)
+                   frame_bytes: int = DEFAULT_FRAME_PAYLOAD_BYTES, seqs: range | None = None) -> SendResult:
+        """Send the transfer's frames, or those numbered `seqs` (a streamed part); a transfer is counted
+        once its last frame is sent."""
+        frames = split_payload(request_id, real_bytes, frame_bytes, seqs)
+        last = frame_count(real_bytes, frame_bytes) - 1
         conn = await self._idle.get()
         started = time.monotonic()
         sent = 0
@@ -115,8 +118,10 @@ class KvSender:
                 await writer.drain()
                 sent += len(frame.data)
                 self.bytes_sent += len(frame.data)
-            self.transfers += 1
-            conn.sent.append(request_id)
+            if frames and frames[-1].seq == last:
+                self.transfers += 1
+            if not conn.sent or conn.sent[-1] != request_id:  # a streamed transfer's parts: listed once
+                conn.sent.append(request_id)
             clean = True
             return SendResult(request_id, sent, len(frames), time.monotonic() - started)
         except (OSError, asyncio.TimeoutError) as exc:

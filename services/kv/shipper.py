@@ -16,8 +16,8 @@ from typing import Callable, Protocol
 
 import grpc
 
-from services.kv.frames import DEFAULT_FRAME_PAYLOAD_BYTES
 from services.kv.sender import KvSender, SendResult
+from services.kv.stream import KvProgress, TransferExtent, streamed_parts
 from services.profiles import load_model
 from services.scenario.plan import LinkPlan, MeshPlan
 from services.rpc import channel, metadata, pb, pb_grpc
@@ -35,6 +35,8 @@ class Shipment:
     tokens: int
     emulated_bytes: int
     real_bytes: int
+    announce: pb.TransferAnnounce | None = None  # as sent: a streamed one is confirmed with its first token
+    cancel: asyncio.Event | None = None
 
 
 class Sender(Protocol):
@@ -43,7 +45,8 @@ class Sender(Protocol):
     transfers: int
     failures: int
 
-    async def send(self, request_id: str, real_bytes: int, cancel: asyncio.Event | None = None) -> SendResult: ...
+    async def send(self, request_id: str, real_bytes: int, cancel: asyncio.Event | None = None,
+                   seqs: range | None = None) -> SendResult: ...
 
     async def close(self) -> None: ...
 
@@ -101,33 +104,59 @@ class KvShipper:
         return self._senders[target], self._stubs[target]
 
     async def ship(self, transfer_id: str, target: str, tokens: int, first_token: int = -1, first_index: int = 0,
-                   cancellable: bool = False) -> Shipment:
-        """Announce `tokens` tokens of KV to `target`, then send their real bytes (emulated / byte_scale)."""
+                   cancellable: bool = False, progress: KvProgress | None = None) -> Shipment:
+        """Announce `tokens` tokens of KV to `target`, then send their real bytes (emulated / byte_scale).
+
+        With `progress` (streamed KV) the first token is not known yet: the bytes follow the prompt's
+        computed tokens, and confirm() later completes the announce (services/kv/stream.py).
+        """
         sender, stub = self._route(target)
         emulated = tokens * self.kv_bytes_per_token
         real = math.ceil(emulated / max(1.0, self.byte_scale))
-        ack = await stub.Announce(pb.TransferAnnounce(
+        extent = TransferExtent(first_index, tokens, real)
+        announce = pb.TransferAnnounce(
             request_id=transfer_id, first_token_index=first_index, num_tokens=tokens, real_bytes=real,
-            emulated_bytes=emulated, frames=max(1, math.ceil(real / DEFAULT_FRAME_PAYLOAD_BYTES)),
-            first_token=first_token), timeout=10.0, metadata=metadata(transfer_id))
+            emulated_bytes=emulated, frames=extent.frames, first_token=first_token,
+            first_token_pending=progress is not None)
+        ack = await stub.Announce(announce, timeout=10.0, metadata=metadata(transfer_id))
         if not ack.accepted:
             raise ShipRefused(f"{target} refused the KV of {transfer_id}: {ack.reason}")
         cancel = asyncio.Event()
         if cancellable:
             self._cancels[transfer_id] = cancel
-        task = asyncio.create_task(self._send(sender, stub, transfer_id, real, cancel), name=f"kv-{transfer_id}")
+        task = asyncio.create_task(self._send(sender, stub, transfer_id, extent, progress, cancel),
+                                   name=f"kv-{transfer_id}")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-        return Shipment(target, tokens, emulated, real)
+        return Shipment(target, tokens, emulated, real, announce, cancel)
 
-    async def _send(self, sender: Sender, stub: pb_grpc.DecodeStub, transfer_id: str, real: int,
-                    cancel: asyncio.Event) -> None:
+    async def confirm(self, shipment: Shipment, first_token: int) -> None:
+        """Complete a streamed transfer's announce: its receiver may use the KV once the bytes are in."""
+        announce = pb.TransferAnnounce()
+        announce.CopyFrom(shipment.announce)
+        announce.first_token, announce.first_token_pending = first_token, False
+        _, stub = self._route(shipment.target)
+        ack = await stub.Announce(announce, timeout=10.0, metadata=metadata(announce.request_id))
+        if not ack.accepted:
+            raise ShipRefused(f"{shipment.target} refused the first token of {announce.request_id}: {ack.reason}")
+
+    async def abandon(self, shipment: Shipment, reason: str) -> None:
+        """Stop a transfer whose prefill failed and tell its receiver, which fails it now."""
+        shipment.cancel.set()
+        await self._abort(self._route(shipment.target)[1], shipment.announce.request_id, reason)
+
+    async def _send(self, sender: Sender, stub: pb_grpc.DecodeStub, transfer_id: str, extent: TransferExtent,
+                    progress: KvProgress | None, cancel: asyncio.Event) -> None:
+        sent = 0
         try:
-            result = await sender.send(transfer_id, real, cancel)
-            self.real_bytes_sent += result.real_bytes
-            if result.cancelled:
-                self.cancelled += 1
-                log.info("%s: transfer cancelled after %d of %d bytes", transfer_id, result.real_bytes, real)
+            async for seqs in streamed_parts(extent, progress):
+                result = await sender.send(transfer_id, extent.real, cancel, seqs=seqs)
+                sent += result.real_bytes
+                self.real_bytes_sent += result.real_bytes
+                if result.cancelled:  # the senders check `cancel` before each frame
+                    self.cancelled += 1
+                    log.info("%s: transfer cancelled after %d of %d bytes", transfer_id, sent, extent.real)
+                    break
         except ConnectionError as exc:
             log.warning("%s", exc)
             await self._abort(stub, transfer_id, f"the sender's link connection broke ({exc.__cause__ or exc})")

@@ -66,7 +66,7 @@ class DecodeService(RelayServicer, pb_grpc.DecodeServicer):
         if self.process.draining:
             return pb.TransferAck(accepted=False, reason="draining")
         self.transfers.announce(request.request_id, request.frames, request.real_bytes, request.emulated_bytes,
-                                request.first_token, request.num_tokens)
+                                request.first_token, request.num_tokens, request.first_token_pending)
         return pb.TransferAck(accepted=True)
 
     async def CacheLookup(self, request, context):

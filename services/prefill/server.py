@@ -3,7 +3,10 @@
 Prefill computes the prompt (its own prefix cache saves the hit part), produces
 the first output token, announces the transfer to each receiver over gRPC and
 sends the KV of the tokens that receiver lacks as real bytes over the link
-between the pools (docs/mesh.md §Request flow). In PDD both transfers leave at
+between the pools (docs/mesh.md §Request flow). With `kv_streaming` (the
+default) the announce comes first and each chunk's KV leaves as the step that
+computed it ends; a second announce brings the first token (docs/engine.md,
+"Streamed KV"). In PDD both transfers leave at
 once (dual-path send): the relay's over RDMA, main decode's over the WAN. The
 RPC returns once the receivers have acknowledged; the bytes flow in tracked
 tasks, and the WAN transfer can be cancelled when the relay finished the request.
@@ -11,6 +14,7 @@ tasks, and the WAN transfer can be cancelled when the relay finished the request
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 
@@ -19,6 +23,7 @@ import grpc
 from services.engine.sequence import EngineFull, Sequence
 from services.instances import RoleProcess
 from services.kv.shipper import KvRoutes, KvShipper, ShipRefused
+from services.kv.stream import KvProgress
 from services.scenario.plan import MeshPlan, ServicePlan
 from services.rpc import pb, pb_grpc
 
@@ -55,12 +60,14 @@ class PrefillService(pb_grpc.PrefillServicer):
         except (EngineFull, ValueError) as exc:
             await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED if isinstance(exc, EngineFull)
                                 else grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-        first_token = await self.process.first_token(handle)
-        shipped = []
         try:
-            for index, (target, hit) in enumerate(targets):
-                shipped.append(await self.shipper.ship(rid, target, max(0, len(prompt) - hit), first_token=first_token,
-                                                       first_index=hit, cancellable=index == 0))
+            if self.process.plan.scenario.kv_streaming:
+                first_token, shipped = await self._prefill_streamed(rid, handle, targets, len(prompt))
+            else:
+                first_token = await self.process.first_token(handle)
+                shipped = [await self.shipper.ship(rid, target, max(0, len(prompt) - hit), first_token=first_token,
+                                                   first_index=hit, cancellable=index == 0)
+                           for index, (target, hit) in enumerate(targets)]
         except ShipRefused as exc:
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
         stats = handle.stats
@@ -69,6 +76,42 @@ class PrefillService(pb_grpc.PrefillServicer):
                                queued_s=stats.queued_s or 0.0, kv_bytes_emulated=shipped[0].emulated_bytes,
                                kv_bytes_emulated_secondary=sum(s.emulated_bytes for s in shipped[1:]),
                                instance=self.process.instance_name(engine))
+
+    async def _prefill_streamed(self, rid: str, handle, targets: list[tuple[str, int]], prompt_len: int):
+        """Announce first, then each chunk's KV as the step that computed it ends; the first token last.
+
+        (first token, shipments). Should prefill fail, each receiver is told and its stream stops.
+        """
+        progress = KvProgress()
+        follow = asyncio.create_task(self._follow(handle, progress), name=f"progress-{rid}")
+        shipped = []
+        try:
+            # Both paths at once: across datacenters each announce may cost a WAN round trip.
+            opened = await asyncio.gather(*(
+                self.shipper.ship(rid, target, max(0, prompt_len - hit), first_index=hit, cancellable=index == 0,
+                                  progress=progress) for index, (target, hit) in enumerate(targets)),
+                return_exceptions=True)
+            shipped = [s for s in opened if not isinstance(s, BaseException)]
+            failures = [s for s in opened if isinstance(s, BaseException)]
+            if failures:
+                raise failures[0]  # a refused announce: the other receiver is told below
+            first_token = await self.process.first_token(handle)
+            progress.advance(prompt_len)
+            await asyncio.gather(*(self.shipper.confirm(shipment, first_token) for shipment in shipped))
+            return first_token, shipped
+        except BaseException as exc:
+            handle.cancel()
+            for shipment in shipped:
+                await asyncio.shield(self.shipper.abandon(shipment, f"prefill failed: {exc!r}"))
+            raise
+        finally:
+            progress.end()
+            follow.cancel()
+
+    @staticmethod
+    async def _follow(handle, progress: KvProgress) -> None:
+        async for computed in handle.prefill_progress():
+            progress.advance(computed)
 
     async def CacheLookup(self, request, context):
         return await self.process.cache_lookup(request, context)

@@ -30,6 +30,7 @@ from services.router.peers import Peers
 from services.router.prefill_target import no_prefill_reachable
 from services.router.prompts import lookup_request, looked_up
 from services.router.policy import PipelinePolicy
+from services.router.policy_stream import PrefillChunks
 from services.router.stats import PolicyNote
 from services.rpc import metadata, pb
 from services.scenario.sizing import instance_sizing
@@ -85,7 +86,9 @@ def _relay_load(peers: Peers, relay, reported: float) -> float:
 
 def policy_of(peers: Peers) -> PipelinePolicy:
     if getattr(peers, "policy", None) is None:
-        peers.policy = PipelinePolicy(peers.plan.scenario.wan, peers.plan.scenario.pdd)
+        scenario = peers.plan.scenario
+        peers.policy = PipelinePolicy(scenario.wan, scenario.pdd)
+        peers.prefill_chunks = PrefillChunks(scenario) if scenario.kv_streaming else None
     return peers.policy
 
 
@@ -102,15 +105,17 @@ async def pdd(peers: Peers, job: Job, mode: Mode) -> AsyncIterator[Token | Finis
         return
     policy = policy_of(peers)
     missing = (len(job.prompt) - md_hit) * peers.kv_bytes_per_token
+    chunks = peers.prefill_chunks
+    parts = None if chunks is None else chunks.parts(md_hit, len(job.prompt), peers.kv_bytes_per_token)
     # A short transfer goes P-MD whatever the relay's load, so only a long one asks the relay: a lookup
     # is a gRPC call at both ends, most of what a P-MD request cost the relay (docs/mesh.md §Cost of a
     # streamed token). The choice below still follows the last await, in the step that dispatches.
-    relay, relay_hit, reported_load = (None, 0, None) if policy.transfer_is_short(missing) else \
+    relay, relay_hit, reported_load = (None, 0, None) if policy.transfer_is_short(missing, parts) else \
         await _lookup_relay(peers, job)
     # The router's dispatch count is read after the lookups' awaits and taken in the same step: a burst
     # whose lookups all ran before any of them was dispatched would otherwise all see the same idle relay.
     relay_load = None if relay is None else _relay_load(peers, relay, reported_load)
-    choice = policy.choose(missing, relay_load)
+    choice = policy.choose(missing, relay_load, parts)
     slot = RelaySlot(relay_dispatches(peers), relay.name) if choice.pipeline is Pipeline.P_RLD_MD else None
     queued_at_send = policy.in_flight_bytes
     policy.dispatched(missing)
@@ -137,7 +142,7 @@ async def pdd(peers: Peers, job: Job, mode: Mode) -> AsyncIterator[Token | Finis
                 elif isinstance(item, Finished):
                     item.stats.policy = PolicyNote(round(choice.estimate_s, 4), choice.reason)
                     if item.stats.kv_transfer_s and not item.stats.singular:
-                        policy.observe(missing, item.stats.kv_transfer_s, queued_at_send)
+                        policy.observe(missing, item.stats.kv_transfer_s, queued_at_send, parts)
                 yield item
         except ApiError as exc:
             if choice.pipeline is not Pipeline.P_MD or arrived or not retried_on_relay(exc):

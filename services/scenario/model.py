@@ -145,6 +145,9 @@ class Scenario(BaseModel):
     max_inflight: int = Field(512, ge=1, description="requests the router accepts at once; more get 429")
     request_timeout_s: float = Field(300.0, gt=0, description="deadline of one request end to end")
     transfer_timeout_s: float = Field(120.0, gt=0, description="deadline for a KV transfer to land")
+    kv_streaming: bool = Field(True, description=(
+        "prefill sends each chunk's KV as soon as the engine step that computed it ends, on RDMA and WAN "
+        "alike, as Mooncake and DistServe do (docs/engine.md, Streamed KV); off: the whole KV after prefill"))
     control_over_wan: bool = Field(False, description=(
         "gRPC between datacenters crosses a shaped WAN control link, as in compose (docs/mesh.md, Topology); "
         "off by default: the chaos and experiment figures were measured with gRPC sent directly"))

@@ -6,7 +6,8 @@ the planned link, into the receiver's TransferTable. Here the same pool takes
 the same frames' wire size (header, msgpack map, payload) to a `VirtualLink`
 built from the same link config, and when the last byte would land the frames
 are handed to the receiver's table as its socket reader hands them
-(docs/simulate.md, "The KV data plane").
+(docs/simulate.md, "The KV data plane"). A streamed transfer comes as parts
+(frame ranges, services/kv/stream.py), each timed and handed over the same way.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import asyncio
 from typing import Callable
 
 from netem.virtual import VirtualConnection, VirtualLink
-from services.kv.frames import DEFAULT_FRAME_PAYLOAD_BYTES, HEADER
+from services.kv.frames import DEFAULT_FRAME_PAYLOAD_BYTES, HEADER, frame_count
 from services.kv.receiver import TransferTable
 from services.kv.sender import SendResult
 
@@ -36,10 +37,12 @@ def _bin_bytes(n: int) -> int:
     return n + (2 if n < 256 else 3 if n < 65536 else 5)
 
 
-def frame_sizes(real_bytes: int, frame_bytes: int = DEFAULT_FRAME_PAYLOAD_BYTES) -> list[int]:
-    """Payload bytes of each frame of a transfer, as services/kv/frames.py splits it (at least one frame)."""
-    count = max(1, -(-real_bytes // frame_bytes))
-    return [min(frame_bytes, real_bytes - seq * frame_bytes) for seq in range(count)]
+def frame_sizes(real_bytes: int, frame_bytes: int = DEFAULT_FRAME_PAYLOAD_BYTES,
+                seqs: range | None = None) -> list[int]:
+    """Payload bytes of each frame of a transfer (or of those numbered `seqs`), as services/kv/frames.py
+    splits it (at least one frame)."""
+    seqs = range(frame_count(real_bytes, frame_bytes)) if seqs is None else seqs
+    return [min(frame_bytes, real_bytes - seq * frame_bytes) for seq in seqs]
 
 
 def frame_wire_bytes(request_id: str, seq: int, of: int, size: int) -> int:
@@ -62,10 +65,11 @@ class VirtualKvSender:
         self.failures = 0
 
     async def send(self, request_id: str, real_bytes: int, cancel: asyncio.Event | None = None,
-                   frame_bytes: int = DEFAULT_FRAME_PAYLOAD_BYTES) -> SendResult:
-        sizes = frame_sizes(real_bytes, frame_bytes)
-        of = len(sizes)
-        wire = sum(frame_wire_bytes(request_id, seq, of, size) for seq, size in enumerate(sizes))
+                   frame_bytes: int = DEFAULT_FRAME_PAYLOAD_BYTES, seqs: range | None = None) -> SendResult:
+        of = frame_count(real_bytes, frame_bytes)
+        seqs = range(of) if seqs is None else seqs
+        sizes = dict(zip(seqs, frame_sizes(real_bytes, frame_bytes, seqs)))
+        wire = sum(frame_wire_bytes(request_id, seq, of, size) for seq, size in sizes.items())
         conn = await self._idle.get()
         loop = asyncio.get_running_loop()
         started = loop.time()
@@ -85,11 +89,13 @@ class VirtualKvSender:
             raise ConnectionError(f"KV transfer of {request_id} over {self.link.config!r} failed: {exc}") from exc
         finally:
             self._idle.put_nowait(conn)
-        for seq, size in enumerate(sizes):
+        for seq, size in sizes.items():
             self.table.on_frame(request_id, seq, of, size)
-        self.bytes_sent += real_bytes
-        self.transfers += 1
-        return SendResult(request_id, real_bytes, of, loop.time() - started)
+        sent = sum(sizes.values())
+        self.bytes_sent += sent
+        if of - 1 in sizes:  # a streamed transfer is counted once, with its last part
+            self.transfers += 1
+        return SendResult(request_id, sent, len(sizes), loop.time() - started)
 
     async def _deliver(self, conn: VirtualConnection, wire: int, cancel: asyncio.Event | None) -> bool:
         """True when every byte landed; False when `cancel` was set first (the connection is then closed)."""
