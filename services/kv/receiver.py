@@ -100,6 +100,9 @@ class TransferTable:
         if transfer is not None and not transfer.done.done():
             self.failed += 1
             transfer.done.set_exception(TransferFailed(f"KV transfer of {request_id} failed: {reason}"))
+            # Marked as read: a waiter that timed out (wait, below) has gone, and the waiters still
+            # there raise it all the same; unread, asyncio would log it as never retrieved.
+            transfer.done.exception()
 
     def discard(self, request_id: str) -> None:
         transfer = self._transfers.pop(request_id, None)
