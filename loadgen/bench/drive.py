@@ -17,6 +17,9 @@ from loadgen.bench.dispatch import Dispatcher, RunClock
 from loadgen.bench.records import RequestRecord
 from loadgen.plan import RequestPlan, Session, Workload
 
+# A closed-loop user's pause after a failed request, when its workload thinks for less: the OpenAI
+# Python SDK's first retry delay (openai._constants.INITIAL_RETRY_DELAY, 0.5 s).
+FAILURE_PAUSE_S = 0.5
 
 async def drive_open_loop(
     workload: Workload, dispatcher: Dispatcher, clock: RunClock, arrivals: Iterator[float]
@@ -69,10 +72,22 @@ async def drive_closed_loop(workload: Workload, dispatcher: Dispatcher, clock: R
             if record.ok:
                 plan = session.next_turn(plan.prompt, output_ids)
             else:
+                # A failed turn ends the session, and the user pauses before its next one, as a client
+                # backs off a failing server: a fresh session at once would hammer it (and, in virtual
+                # time, where a refusal takes no time, spin without the clock ever moving on).
                 session.abandon()
                 plan = None
+                if not await clock.sleep_until(clock.now() + pause):
+                    return
 
+    pause = pause_after_failure(workload)
     await asyncio.gather(*(user() for _ in range(concurrency)))
+
+
+def pause_after_failure(workload: Workload) -> float:
+    """The workload's mean think time, at least FAILURE_PAUSE_S."""
+    think = getattr(getattr(workload, "config", None), "think", None)
+    return max(FAILURE_PAUSE_S, float(think or 0.0))
 
 
 async def drive_trace_timing(workload: Workload, dispatcher: Dispatcher, clock: RunClock) -> None:

@@ -100,3 +100,26 @@ def test_two_processes_with_other_hash_seeds_write_identical_records(tmp_path):
         assert done.returncode == 0, done.stderr
         outputs.append((out / "requests.jsonl").read_text())
     assert outputs[0] == outputs[1] and outputs[0].count("\n") > 5
+
+
+REFUSED_USERS = """
+import json, sys
+from services.scenario.loader import load_scenario
+from services.simulate.run import run_simulation
+run = run_simulation(load_scenario("pd-intra-mini", ["max_inflight=2"]), "poisson:input=500,output=32",
+                     concurrency=6, duration_s=5.0, seed=1)
+print(json.dumps([[r.send_s, r.http_status, r.status] for r in run.records]))
+"""
+
+
+def test_users_the_router_refuses_pause_and_the_clock_moves_on():
+    # A refusal takes no emulated time: users that resent at once would spin without the clock moving on,
+    # so the run is a child process with a deadline.
+    done = subprocess.run([sys.executable, "-c", REFUSED_USERS], capture_output=True, text=True, timeout=240,
+                          cwd=Path(__file__).parents[3])
+    assert done.returncode == 0, done.stderr[-2000:]
+    records = json.loads(done.stdout.splitlines()[-1])
+    refused = [send_s for send_s, status, _ in records if status == 429]
+    assert refused and any(status == "ok" for _, _, status in records)
+    # four users beyond the cap of two, each refused at most once per 0.5 s pause over 5 s
+    assert len(refused) <= 4 * (5.0 / 0.5 + 1)
