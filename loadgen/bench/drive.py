@@ -53,10 +53,15 @@ async def drive_open_loop(
         dispatcher.launch(plan, session, continue_session)
 
 
-async def drive_closed_loop(workload: Workload, dispatcher: Dispatcher, clock: RunClock, concurrency: int) -> None:
-    async def user() -> None:
+async def drive_closed_loop(workload: Workload, dispatcher: Dispatcher, clock: RunClock, concurrency: int,
+                            ramp_s: float = 0.0) -> None:
+    """`concurrency` users; with `ramp_s`, user i joins at i x ramp_s / concurrency instead of all at once
+    (a population that arrives at once sends every first turn, fresh and uncached, in one burst)."""
+    async def user(index: int) -> None:
         session: Session | None = None
         plan: RequestPlan | None = None
+        if ramp_s > 0 and not await clock.sleep_until(index * ramp_s / concurrency):
+            return
         while dispatcher.can_send():
             if plan is None or session is None:
                 session = workload.new_session()
@@ -81,7 +86,7 @@ async def drive_closed_loop(workload: Workload, dispatcher: Dispatcher, clock: R
                     return
 
     pause = pause_after_failure(workload)
-    await asyncio.gather(*(user() for _ in range(concurrency)))
+    await asyncio.gather(*(user(i) for i in range(concurrency)))
 
 
 def pause_after_failure(workload: Workload) -> float:

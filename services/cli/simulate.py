@@ -34,6 +34,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     pacing.add_argument("--rate", type=float, help="open loop: requests per second")
     pacing.add_argument("--concurrency", type=int, help="closed loop: requests in flight")
     parser.add_argument("--duration", required=True, help="emulated time to send for, e.g. 60s or 5m")
+    parser.add_argument("--ramp", default="0s", help="with --concurrency: the users join over this time (default 0s)")
     parser.add_argument("--seed", type=int, default=0, help="seed of every random draw (default 0)")
     parser.add_argument("--timeout", default="300s", help="deadline of each request (default 300s)")
     parser.add_argument("--out", required=True, type=Path, help="output folder")
@@ -60,20 +61,23 @@ def run(args: argparse.Namespace) -> int:
     except ScenarioError as exc:
         fail(str(exc))
     try:
-        duration_s, timeout_s = parse_duration(args.duration), parse_duration(args.timeout)
+        duration_s, timeout_s, ramp_s = (parse_duration(args.duration), parse_duration(args.timeout),
+                                         parse_duration(args.ramp))
     except ValueError as error:
         fail(str(error))
     if duration_s <= 0:
         fail("--duration must be positive")
     if args.rate is not None and args.rate <= 0 or args.concurrency is not None and args.concurrency < 1:
         fail("--rate must be positive and --concurrency at least 1")
+    if ramp_s < 0 or ramp_s > 0 and args.concurrency is None:
+        fail("--ramp takes a duration of 0 or more, and only with --concurrency")
     try:
         parse_spec(args.workload)
         if args.faults is not None:
             return _campaign(args, scenario, duration_s)
         result = run_simulation(scenario, args.workload, rate=args.rate, concurrency=args.concurrency,
                                 duration_s=duration_s, seed=args.seed, progress=not args.no_progress,
-                                request_timeout_s=timeout_s)
+                                request_timeout_s=timeout_s, ramp_s=ramp_s)
     except (SpecError, BenchError) as error:
         fail(str(error))
     except ValueError as error:  # e.g. a trace file that is missing or malformed

@@ -81,9 +81,10 @@ class Driven:
     plans: dict[str, RequestPlan] = field(default_factory=dict)  # each sent request's plan, by id
 
 
-async def drive(config: BenchConfig, send: Sender) -> Driven:
+async def drive(config: BenchConfig, send: Sender, ramp_s: float = 0.0) -> Driven:
     """The bench's workload, arrivals and pacing from `config.seed` (loadgen/bench/runner.py's draws, in
-    its order), each request sent through `send`; on the running loop's clock."""
+    its order), each request sent through `send`; on the running loop's clock. `ramp_s`: a closed loop's
+    users join over that time (loadgen/bench/drive.py)."""
     seeds = random.Random(config.seed)
     spec = config.workload_config
     plans = build_workload(spec, random.Random(seeds.getrandbits(64)))
@@ -105,7 +106,7 @@ async def drive(config: BenchConfig, send: Sender) -> Driven:
     timer = loop.call_later(config.duration_s, stop_sending.set)
     try:
         if concurrency is not None:
-            await drive_closed_loop(plans, dispatcher, clock, concurrency)
+            await drive_closed_loop(plans, dispatcher, clock, concurrency, ramp_s)
         elif rate is not None:
             arrivals = arrival_offsets(rate, random.Random(seeds.getrandbits(64)), plans.arrival_shape,
                                        plans.arrival_cv)
@@ -123,7 +124,7 @@ async def simulate_run(scenario: Scenario, workload: str, *, rate: float | None 
                        stats_every_s: float = 1.0, progress: bool = False,
                        request_timeout_s: float = 300.0, mesh_type: type[SimulatedMesh] = SimulatedMesh,
                        during: During | None = None, after: During | None = None,
-                       sla: dict | None = None) -> SimulatedRun:
+                       sla: dict | None = None, ramp_s: float = 0.0) -> SimulatedRun:
     """Run on the current loop (a VirtualEventLoop for virtual time: see `run_simulation`).
 
     `during(mesh)` runs beside the traffic from its start (a fault schedule, services/simulate/faults.py);
@@ -157,7 +158,7 @@ async def simulate_run(scenario: Scenario, workload: str, *, rate: float | None 
             return await complete(mesh.router, plan, timeout_s=config.request_timeout_s, send_s=send_s, vocab=vocab)
 
         try:
-            driven = await drive(config, send)
+            driven = await drive(config, send, ramp_s)
             if beside is not None:
                 await beside
             if after is not None:
@@ -182,7 +183,7 @@ def run_simulation(scenario: Scenario, workload: str, *, rate: float | None = No
                    duration_s: float, seed: int, stats_every_s: float = 1.0, progress: bool = False,
                    request_timeout_s: float = 300.0, mesh_type: type[SimulatedMesh] = SimulatedMesh,
                    during: During | None = None, after: During | None = None,
-                   sla: dict | None = None) -> SimulatedRun:
+                   sla: dict | None = None, ramp_s: float = 0.0) -> SimulatedRun:
     """`simulate_run` on a fresh virtual loop, with the process's clocks reading its time."""
     with virtual_runner() as runner:
         loop = runner.get_loop()
@@ -195,7 +196,8 @@ def run_simulation(scenario: Scenario, workload: str, *, rate: float | None = No
             result.append(await simulate_run(scenario, workload, rate=rate, concurrency=concurrency,
                                              duration_s=duration_s, seed=seed, stats_every_s=stats_every_s,
                                              progress=progress, request_timeout_s=request_timeout_s,
-                                             mesh_type=mesh_type, during=during, after=after, sla=sla))
+                                             mesh_type=mesh_type, during=during, after=after, sla=sla,
+                                             ramp_s=ramp_s))
 
         with process_clocks(VirtualClock(loop)):
             runner.run(main())

@@ -38,8 +38,12 @@ class SimulatedPoints:
 
     async def run_point(self, scenario: Scenario, workload: str, load: float, seed: int) -> PointResult:
         users = max(1, int(load))
+        # The agents join over the warm-up's first half, as the mesh's staircase ramps them: all at
+        # once, a report-scale population sends its first turns (fresh, a quarter of the context
+        # each) in one burst that prefill takes minutes to clear, and the window would measure that.
         run = await asyncio.to_thread(run_simulation, scenario, workload, concurrency=users,
-                                      duration_s=self.warmup_s + self.measure_s, seed=seed)
+                                      duration_s=self.warmup_s + self.measure_s, seed=seed,
+                                      ramp_s=self.warmup_s / 2)
         window = Window(users, self.warmup_s, self.warmup_s + self.measure_s)
         records = [r if isinstance(r, dict) else r.row() for r in run.records]
         step = write_window(records, window, self.out_dir / f"{scenario.name}-seed{seed}" / f"users-{users}",

@@ -86,6 +86,10 @@ def test_cli_writes_bench_outputs_and_refuses_bad_input(tmp_path):
                           "--workload", WORKLOAD, "--rate", "2", "--duration", "3s", "--out", str(out)],
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "unknown scenario" in bad.stderr
+    ramp = subprocess.run([sys.executable, "-m", "services.cli", "simulate", "--scenario", "pd-intra-mini",
+                           "--workload", WORKLOAD, "--rate", "2", "--ramp", "5s", "--duration", "3s", "--out", str(out)],
+                          capture_output=True, text=True, timeout=120)
+    assert ramp.returncode == 2 and "--ramp" in ramp.stderr and "--concurrency" in ramp.stderr
 
 
 def test_two_processes_with_other_hash_seeds_write_identical_records(tmp_path):
@@ -123,3 +127,13 @@ def test_users_the_router_refuses_pause_and_the_clock_moves_on():
     assert refused and any(status == "ok" for _, _, status in records)
     # four users beyond the cap of two, each refused at most once per 0.5 s pause over 5 s
     assert len(refused) <= 4 * (5.0 / 0.5 + 1)
+
+
+def test_a_ramped_population_joins_over_the_ramp():
+    # poisson in closed loop: each user sends one request after another, so its first send is when it joined
+    at_once = run_simulation(load_scenario("pd-intra-mini"), WORKLOAD, concurrency=8, duration_s=4.0, seed=1)
+    ramped = run_simulation(load_scenario("pd-intra-mini"), WORKLOAD, concurrency=8, duration_s=4.0, seed=1,
+                            ramp_s=0.08)  # shorter than a request, so the first 8 sends are the joins
+    assert sorted(r.send_s for r in at_once.records)[:8] == [0.0] * 8
+    joins = sorted(r.send_s for r in ramped.records)[:8]
+    assert joins == pytest.approx([i * 0.08 / 8 for i in range(8)], abs=1e-6)
