@@ -117,7 +117,12 @@ class SequenceHandle:
                 yield computed
             if reported >= state.prompt_len or state.status not in (Status.WAITING, Status.RUNNING):
                 return
-            await asyncio.shield(self._engine._step_done())
+            # Woken by a step that computed part of this prompt (or by the end), not by every step:
+            # a queue of waiting prefills would otherwise wake on each step of the engine.
+            waiter = state.progress_waiter
+            if waiter is None or waiter.done():  # done: a reader before this one was cancelled
+                waiter = state.progress_waiter = asyncio.get_running_loop().create_future()
+            await waiter
 
     def forward(self, sink: Callable[[TokenEvent | FinishedEvent], bool]) -> None:
         """Offer each later event to `sink` as the step ends, before queueing it for events().

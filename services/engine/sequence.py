@@ -133,7 +133,7 @@ class SequenceState:
     __slots__ = (
         "request_id", "context", "prompt_len", "computed", "chunk_origin", "end_position", "limit",
         "hashes", "published_blocks", "total_blocks", "kv_tokens", "key", "status", "stats", "events",
-        "pending_load_tokens", "kv_from", "_block_size",
+        "pending_load_tokens", "kv_from", "_block_size", "progress_waiter",
     )
 
     def __init__(self, seq: Sequence, block_size: int, vocab_size: int, now: Seconds) -> None:
@@ -161,6 +161,9 @@ class SequenceState:
         self.status = Status.WAITING
         self.stats = SequenceStats(request_id=seq.request_id, submitted_t=now)
         self.events = EventChannel()
+        # Resolved when a step has computed part of this prompt, or the sequence ends: what
+        # SequenceHandle.prefill_progress waits on, instead of on every step of the engine.
+        self.progress_waiter: asyncio.Future[None] | None = None
 
     @property
     def next_position(self) -> int:
@@ -191,6 +194,13 @@ class SequenceState:
     def close(self, status: Status, outcome: object = _END) -> None:
         self.status = status
         self.events.put(outcome)
+        self.progressed()
+
+    def progressed(self) -> None:
+        """Wake the prefill_progress reader, if one waits."""
+        waiter, self.progress_waiter = self.progress_waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
 
 def validate(seq: Sequence, vocab_size: int, tokens: np.ndarray) -> None:

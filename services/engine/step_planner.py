@@ -40,6 +40,7 @@ class StepPlanner:
         self.running: list[SequenceState] = []
         self.live: dict[str, SequenceState] = {}  # waiting or running, by request id
         self._unscheduled: list[SequenceState] = []  # admitted, not yet in any step
+        self._admitted: list[SequenceState] = []  # admitted by the step now running: told of it as it ends
         self.tokens_generated = 0
         self.prefill_tokens = 0
         self.decode_tokens = 0
@@ -102,6 +103,7 @@ class StepPlanner:
             decodes = [s for s in decodes if s.status is Status.RUNNING]
         if not preempted and self.waiting:
             for state in self._admit():
+                self._admitted.append(state)  # its cached prefix counts as computed from this step's end
                 if not state.is_decode:
                     waiting_for_chunks = True
                 elif not state.held and len(decodes) < budget:  # received KV: it decodes at once
@@ -273,6 +275,11 @@ class StepPlanner:
                     retired = True
             elif stats.prefill_done_t is None and len(context) - computed <= 1:
                 stats.prefill_done_t = end_t  # held: context computed, no token produced
+        for state in self._admitted:
+            state.progressed()
+        self._admitted.clear()
+        for state, _ in plan.chunks:
+            state.progressed()
         if retired:
             self.running = [s for s in self.running if s.status is running]
 
