@@ -21,6 +21,7 @@ from loadgen.plan import RequestPlan, Session, Workload
 # Python SDK's first retry delay (openai._constants.INITIAL_RETRY_DELAY, 0.5 s).
 FAILURE_PAUSE_S = 0.5
 
+
 async def drive_open_loop(
     workload: Workload, dispatcher: Dispatcher, clock: RunClock, arrivals: Iterator[float]
 ) -> None:

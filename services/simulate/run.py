@@ -179,12 +179,9 @@ async def simulate_run(scenario: Scenario, workload: str, *, rate: float | None 
     return SimulatedRun(driven.records, summary_dict, snapshots, driven.outputs, driven.plans, pace)
 
 
-def run_simulation(scenario: Scenario, workload: str, *, rate: float | None = None, concurrency: int | None = None,
-                   duration_s: float, seed: int, stats_every_s: float = 1.0, progress: bool = False,
-                   request_timeout_s: float = 300.0, mesh_type: type[SimulatedMesh] = SimulatedMesh,
-                   during: During | None = None, after: During | None = None,
-                   sla: dict | None = None, ramp_s: float = 0.0) -> SimulatedRun:
-    """`simulate_run` on a fresh virtual loop, with the process's clocks reading its time."""
+def run_simulation(scenario: Scenario, workload: str, **options: Any) -> SimulatedRun:
+    """`simulate_run` on a fresh virtual loop, with the process's clocks reading its time; `options` are
+    simulate_run's keyword arguments."""
     with virtual_runner() as runner:
         loop = runner.get_loop()
         assert isinstance(loop, VirtualEventLoop)
@@ -193,11 +190,7 @@ def run_simulation(scenario: Scenario, workload: str, *, rate: float | None = No
         async def main() -> None:
             # The result leaves through `result`, not as the task's own: asyncio.Runner's SIGINT
             # check repr()s the main task, and with it every record of the run (seconds at scale).
-            result.append(await simulate_run(scenario, workload, rate=rate, concurrency=concurrency,
-                                             duration_s=duration_s, seed=seed, stats_every_s=stats_every_s,
-                                             progress=progress, request_timeout_s=request_timeout_s,
-                                             mesh_type=mesh_type, during=during, after=after, sla=sla,
-                                             ramp_s=ramp_s))
+            result.append(await simulate_run(scenario, workload, **options))
 
         with process_clocks(VirtualClock(loop)):
             runner.run(main())
