@@ -7,7 +7,6 @@ loop must never queue requests inside the client.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import random
 import signal
 from contextlib import contextmanager
@@ -126,7 +125,7 @@ def _sigint_interrupts(dispatcher: Dispatcher, enabled: bool):
 
 def _write_summary(config: BenchConfig, recorder: Recorder, rate, concurrency, dispatcher: Dispatcher) -> Summary:
     summary = summarize(
-        [dataclasses.asdict(record) for record in recorder.records], sla=config.sla, workload=config.workload_spec,
+        [record.row() for record in recorder.records], sla=config.sla, workload=config.workload_spec,
         offered_rate=rate, concurrency=concurrency, label=config.label,
         cost_per_hour=config.cost_per_hour, skipped_arrivals=dispatcher.skipped_arrivals,
         interrupted=dispatcher.interrupted,
