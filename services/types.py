@@ -7,7 +7,8 @@ so the words mean one thing across the router, the engines and the reports.
 from __future__ import annotations
 
 import enum
-from typing import NewType
+import time
+from typing import Callable, NewType
 
 RequestId = NewType("RequestId", str)
 TokenId = int
@@ -58,3 +59,30 @@ class Degraded(str, enum.Enum):
     RELAY_TRANSFER_LATE = "relay-transfer-deadline"  # main decode decoded it whole
     NO_PREFILL = "prefill-unreachable"  # no prefill pool answered: the decode pool prefilled it itself
     MAIN_PATH_FAILED = "main-decode-failed"  # main decode or its WAN transfer failed before token 0: the relay served it
+
+
+def unix_time() -> Seconds:
+    """The default clock of the role cores: `time.time()` read at each call, so a clock that replaces
+    it (the simulator's virtual one, services/simulate/clock.py) is the one the cores see."""
+    return time.time()
+
+
+Clock = Callable[[], Seconds]  # unix seconds now
+
+
+class ErrorKind(str, enum.Enum):
+    """Why a role refused or failed a call; each adapter maps it to its wire's status (gRPC's, HTTP's)."""
+    INVALID = "invalid"  # the call itself is wrong: no prompt, an unknown instance or link
+    PRECONDITION = "precondition"  # the caller must act first: send the prompt again, a receiver refused
+    UNAVAILABLE = "unavailable"  # draining, a transfer or a peer failed: another try may succeed
+    EXHAUSTED = "exhausted"  # no room in the engine
+    NOT_FOUND = "not_found"  # the request is not known here (not relayed)
+    DEADLINE = "deadline"  # the role waited too long for its own work
+
+
+class RoleError(Exception):
+    """A role's failure of one call, in the role's words: `kind` and a message a person can act on."""
+
+    def __init__(self, kind: ErrorKind, message: str) -> None:
+        super().__init__(message)
+        self.kind, self.message = kind, message

@@ -1,23 +1,19 @@
 """The control plane's generated gRPC code, one channel per peer.
 
 The stubs are generated from proto/pdd/v1/control.proto when this module is
-imported (grpcio-tools' `protos_and_services`), so the .proto file is the only
-source of truth and nothing generated is committed.
+imported (grpcio-tools' `services`; the messages come from services/rpc/messages.py),
+so the .proto file is the only source of truth and nothing generated is committed.
 """
 
 from __future__ import annotations
 
 import json
-import sys
-from importlib import resources
 
 import grpc
 
-_PROTO_ROOT = str(resources.files("proto"))
-if _PROTO_ROOT not in sys.path:
-    sys.path.insert(0, _PROTO_ROOT)
+from services.rpc.messages import PROTO, pb  # noqa: F401 (pb: re-exported, callers import it from here)
 
-pb, pb_grpc = grpc.protos_and_services("pdd/v1/control.proto")
+pb_grpc = grpc.services(PROTO)
 
 REQUEST_ID_METADATA = "x-request-id"
 # Names the caller's token feed (Decode.Tokens) that a Generate call sends its tokens through.
