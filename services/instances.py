@@ -33,6 +33,7 @@ from services.rpc import pb, server as grpc_server
 from services.rpc.ids import unpack_ids
 from services.rpc.prompts import HeldPrompts, Prompt, PromptNotHeld
 from services.scenario.sizing import instance_sizing
+from services.types import ErrorKind, RoleError
 
 log = logging.getLogger(__name__)
 
@@ -132,23 +133,23 @@ class RoleProcess:
         return Prompt(ids, block_hashes(ids, self.engines[0].block_size),
                       request.prompt_fingerprint or prompt_fingerprint(ids))
 
-    async def prompt_or_abort(self, request, context) -> Prompt:
-        """`prompt(request)`, or the call aborted: INVALID_ARGUMENT for malformed ids, FAILED_PRECONDITION
-        ("prompt not held", services/rpc/prompts.py) when the sender must send the ids again."""
+    def received(self, request) -> Prompt:
+        """`prompt(request)`, or a RoleError: invalid for malformed ids, precondition ("prompt not held",
+        services/rpc/prompts.py) when the sender must send the ids again."""
         try:
             return self.prompt(request)
         except PromptNotHeld as exc:
-            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
+            raise RoleError(ErrorKind.PRECONDITION, str(exc)) from None
         except ValueError as exc:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+            raise RoleError(ErrorKind.INVALID, str(exc)) from None
 
-    async def cache_lookup(self, request, context) -> pb.CacheLookupReply:
+    def cache_lookup(self, request) -> pb.CacheLookupReply:
         """The instance a request for this prompt would take, by the pool's one rule, and the prefix it holds.
 
         A sender sizes the transfer on that instance's cache, and Generate names it (`instance`). The
         prompt stays here for the Generate or Prefill that names it (HeldPrompt).
         """
-        prompt = await self.prompt_or_abort(request, context)
+        prompt = self.received(request)
         self.held.hold(request.request_id, prompt)
         choice = self.pool.choose(prompt.hashes)
         return pb.CacheLookupReply(hit_tokens=min(choice.cached_tokens, len(prompt)),

@@ -24,6 +24,10 @@ class TransferFailed(RuntimeError):
     pass
 
 
+class ShipRefused(RuntimeError):
+    """The sender's side of a refusal: the receiver declined an announce (draining, or it failed)."""
+
+
 @dataclass
 class Transfer:
     request_id: str

@@ -16,6 +16,7 @@ from typing import Callable, Protocol
 
 import grpc
 
+from services.kv.receiver import ShipRefused
 from services.kv.sender import KvSender, SendResult
 from services.kv.stream import KvProgress, TransferExtent, streamed_parts
 from services.profiles import load_model
@@ -23,10 +24,6 @@ from services.scenario.plan import LinkPlan, MeshPlan
 from services.rpc import channel, metadata, pb, pb_grpc
 
 log = logging.getLogger(__name__)
-
-
-class ShipRefused(RuntimeError):
-    pass
 
 
 @dataclass(frozen=True, slots=True)

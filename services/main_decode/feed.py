@@ -15,10 +15,9 @@ import asyncio
 import time
 from typing import AsyncIterator, Callable
 
-import grpc
-
 from services.engine.sequence import TokenEvent
 from services.rpc import pb
+from services.types import ErrorKind, RoleError
 
 
 class FeedClosed(RuntimeError):
@@ -112,8 +111,11 @@ class Route:
         self.feed.put(self.request_id, event.position, event.token_id)
         return True
 
-    async def events(self, source: AsyncIterator, context: grpc.aio.ServicerContext) -> AsyncIterator[pb.GenerateEvent]:
-        """The call's stream: engine TokenEvents from `source` sent on (or as events), stats with the end."""
+    async def events(self, source: AsyncIterator) -> AsyncIterator[pb.GenerateEvent]:
+        """The call's stream: engine TokenEvents from `source` sent on (or as events), stats with the end.
+
+        A RoleError (unavailable) when the feed closes under the call.
+        """
         async for event in source:
             if type(event) is not TokenEvent:
                 event.stats.end_position = self.end
@@ -127,4 +129,4 @@ class Route:
             try:
                 self.feed.put(self.request_id, event.position, event.token_id)
             except FeedClosed as exc:
-                await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
+                raise RoleError(ErrorKind.UNAVAILABLE, str(exc)) from None

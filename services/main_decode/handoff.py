@@ -10,22 +10,21 @@ clock inside main decode's current batch), then continues decoding. Two modes
   several small stalls.
 Catch-up is chosen when the backlog exceeds the threshold and the relay has
 room (its load is below `busy_relay_load`); a busy relay is released at once.
+The relay is a RelayPeer (services/roles.py) and the clock an argument: no I/O here.
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 from services.engine.scheduler import Engine, SequenceHandle
 from services.engine.sequence import Sequence
-from services.rpc import metadata, pb, pb_grpc
+from services.roles import RelayPeer
 from services.rpc.prompts import Prompt
 from services.scenario import PddSpec
-from services.types import HandoffMode
+from services.types import Clock, HandoffMode, unix_time
 
 CLOSE_ENOUGH = 2  # tokens: about one relay decode step
-RPC_TIMEOUT_S = 15.0
 
 
 @dataclass
@@ -38,21 +37,17 @@ class HandoffOutcome:
     finished_on_relay: bool = False
 
 
-async def _pull(relay: pb_grpc.DecodeStub, rid: str, start: int, stop: bool, ship_kv_to: str = "") -> pb.HandoffReply:
-    return await relay.Handoff(pb.HandoffRequest(request_id=rid, from_position=start, stop=stop, ship_kv_to=ship_kv_to),
-                               timeout=RPC_TIMEOUT_S, metadata=metadata(rid))
-
-
-async def take_over_by_kv(relay: pb_grpc.DecodeStub, engine: Engine, request, prompt: list[int], me: str,
-                          wait_transfer, kv_from: int = 0, received: Prompt | None = None) -> HandoffOutcome:
+async def take_over_by_kv(relay: RelayPeer, engine: Engine, request, prompt: list[int], me: str,
+                          wait_transfer, kv_from: int = 0, received: Prompt | None = None,
+                          clock: Clock = unix_time) -> HandoffOutcome:
     """pdd-kvship: stop the relay and receive the KV of its tokens over the WAN instead of recomputing.
 
     `kv_from`, here and in take_over: where the prompt KV that crossed the WAN starts (Sequence.kv_from).
     `received`: the prompt as this service took it in, whose block hashes and fingerprint the sequence
     starts from, so the engine hashes only the relay's ids (None: the engine hashes the whole context).
     """
-    started = time.time()
-    final = await _pull(relay, request.request_id, 0, stop=True, ship_kv_to=me)
+    started = clock()
+    final = await relay.handoff(request.request_id, 0, stop=True, ship_kv_to=me)
     ids = list(final.tokens)
     if final.finished:
         return HandoffOutcome(None, HandoffMode.ONE_SHOT, 0, len(ids), started, finished_on_relay=True)
@@ -69,18 +64,18 @@ def _known(received: Prompt | None) -> dict:
     return {} if received is None else {"block_hashes": received.hashes, "fingerprint": received.fingerprint}
 
 
-async def take_over(relay: pb_grpc.DecodeStub, engine: Engine, request, prompt: list[int],
-                    spec: PddSpec, kv_from: int = 0, received: Prompt | None = None) -> HandoffOutcome:
+async def take_over(relay: RelayPeer, engine: Engine, request, prompt: list[int], spec: PddSpec,
+                    kv_from: int = 0, received: Prompt | None = None, clock: Clock = unix_time) -> HandoffOutcome:
     rid, max_tokens = request.request_id, request.max_tokens
-    started = time.time()
-    first = await _pull(relay, rid, 0, stop=False)
+    started = clock()
+    first = await relay.handoff(rid, 0, stop=False)
     ids = list(first.tokens)
     catch_up = len(ids) > spec.catch_up_threshold and first.relay_load < spec.busy_relay_load
     mode = HandoffMode.CATCH_UP if catch_up else HandoffMode.ONE_SHOT
     if first.finished:
         return HandoffOutcome(None, mode, 0, len(ids), started, finished_on_relay=True)
     if not catch_up:
-        final = await _pull(relay, rid, len(ids), stop=True)
+        final = await relay.handoff(rid, len(ids), stop=True)
         ids += final.tokens
         if final.finished:
             return HandoffOutcome(None, mode, 0, len(ids), started, finished_on_relay=True)
@@ -92,14 +87,14 @@ async def take_over(relay: pb_grpc.DecodeStub, engine: Engine, request, prompt: 
     try:
         while True:
             await handle.caught_up()
-            more = await _pull(relay, rid, len(ids), stop=False)
+            more = await relay.handoff(rid, len(ids), stop=False)
             # A round that spans several relay steps (a busy main decode) leaves a backlog that never
             # falls to CLOSE_ENOUGH; once it stops shrinking, waiting longer only lets the relay run on.
             stop = len(more.tokens) <= CLOSE_ENOUGH or len(more.tokens) >= backlog \
                 or len(ids) + len(more.tokens) >= max_tokens - 1
             backlog = len(more.tokens)
             if stop:
-                more = await _pull(relay, rid, len(ids), stop=True)
+                more = await relay.handoff(rid, len(ids), stop=True)
             if more.finished:
                 handle.cancel()
                 return HandoffOutcome(None, mode, chunks, len(ids) + len(more.tokens), started, True)

@@ -1,33 +1,17 @@
 """The prefill process: a pool of emulated instances behind the Prefill gRPC service.
 
-Prefill computes the prompt (its own prefix cache saves the hit part), produces
-the first output token, announces the transfer to each receiver over gRPC and
-sends the KV of the tokens that receiver lacks as real bytes over the link
-between the pools (docs/mesh.md §Request flow). With `kv_streaming` (the
-default) the announce comes first and each chunk's KV leaves as the step that
-computed it ends; a second announce brings the first token (docs/engine.md,
-"Streamed KV"). In PDD both transfers leave at
-once (dual-path send): the relay's over RDMA, main decode's over the WAN. The
-RPC returns once the receivers have acknowledged; the bytes flow in tracked
-tasks, and the WAN transfer can be cancelled when the relay finished the request.
+The servicer is the gRPC adapter of the prefill core (services/prefill/role.py): each call
+goes to the core, and the core's RoleErrors leave as status codes (services/rpc/errors.py).
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
-import time
-
-import grpc
-
-from services.engine.sequence import EngineFull, Sequence
 from services.instances import RoleProcess
-from services.kv.shipper import KvRoutes, KvShipper, ShipRefused
-from services.kv.stream import KvProgress
-from services.scenario.plan import MeshPlan, ServicePlan
+from services.kv.shipper import KvRoutes, KvShipper
+from services.prefill.role import PrefillRole
 from services.rpc import pb, pb_grpc
-
-log = logging.getLogger(__name__)
+from services.rpc.errors import answer
+from services.scenario.plan import MeshPlan, ServicePlan
 
 
 class PrefillService(pb_grpc.PrefillServicer):
@@ -37,87 +21,16 @@ class PrefillService(pb_grpc.PrefillServicer):
         self.process = process
         self.me: ServicePlan = process.service
         self.shipper = KvShipper(process.plan, self.me.name, kv_routes)
+        self.role = PrefillRole(process, self.shipper)
 
     async def Prefill(self, request, context):
-        rid = request.request_id
-        received = await self.process.prompt_or_abort(request, context)
-        prompt, hashes = received.ids.tolist(), received.hashes
-        if not prompt:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "empty prompt")
-        targets = [(request.kv_target, request.receiver_hit_tokens)]
-        if request.kv_target_secondary:
-            targets.append((request.kv_target_secondary, request.secondary_hit_tokens))
-        for target, _ in targets:
-            try:
-                self.process.plan.link(self.me.name, target)
-            except KeyError:
-                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"no link from {self.me.name} to {target!r}")
-        engine = self.process.pool.choose(hashes).engine
-        try:
-            handle = engine.submit(Sequence(request_id=rid, context=prompt, prompt_len=len(prompt), kv_tokens=0,
-                                            generate=1, first_position=0, seed=request.seed, block_hashes=hashes,
-                                            fingerprint=received.fingerprint))
-        except (EngineFull, ValueError) as exc:
-            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED if isinstance(exc, EngineFull)
-                                else grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-        try:
-            if self.process.plan.scenario.kv_streaming:
-                first_token, shipped = await self._prefill_streamed(rid, handle, targets, len(prompt))
-            else:
-                first_token = await self.process.first_token(handle)
-                shipped = [await self.shipper.ship(rid, target, max(0, len(prompt) - hit), first_token=first_token,
-                                                   first_index=hit, cancellable=index == 0)
-                           for index, (target, hit) in enumerate(targets)]
-        except ShipRefused as exc:
-            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
-        stats = handle.stats
-        return pb.PrefillReply(request_id=rid, first_token=first_token, hit_tokens=stats.hit_tokens,
-                               computed_tokens=stats.computed_tokens, prefill_done_unix=time.time(),
-                               queued_s=stats.queued_s or 0.0, kv_bytes_emulated=shipped[0].emulated_bytes,
-                               kv_bytes_emulated_secondary=sum(s.emulated_bytes for s in shipped[1:]),
-                               instance=self.process.instance_name(engine))
-
-    async def _prefill_streamed(self, rid: str, handle, targets: list[tuple[str, int]], prompt_len: int):
-        """Announce first, then each chunk's KV as the step that computed it ends; the first token last.
-
-        (first token, shipments). Should prefill fail, each receiver is told and its stream stops.
-        """
-        progress = KvProgress()
-        follow = asyncio.create_task(self._follow(handle, progress), name=f"progress-{rid}")
-        shipped = []
-        try:
-            # Both paths at once: across datacenters each announce may cost a WAN round trip.
-            opened = await asyncio.gather(*(
-                self.shipper.ship(rid, target, max(0, prompt_len - hit), first_index=hit, cancellable=index == 0,
-                                  progress=progress) for index, (target, hit) in enumerate(targets)),
-                return_exceptions=True)
-            shipped = [s for s in opened if not isinstance(s, BaseException)]
-            failures = [s for s in opened if isinstance(s, BaseException)]
-            if failures:
-                raise failures[0]  # a refused announce: the other receiver is told below
-            first_token = await self.process.first_token(handle)
-            progress.advance(prompt_len)
-            await asyncio.gather(*(self.shipper.confirm(shipment, first_token) for shipment in shipped))
-            return first_token, shipped
-        except BaseException as exc:
-            handle.cancel()
-            for shipment in shipped:
-                await asyncio.shield(self.shipper.abandon(shipment, f"prefill failed: {exc!r}"))
-            raise
-        finally:
-            progress.end()
-            follow.cancel()
-
-    @staticmethod
-    async def _follow(handle, progress: KvProgress) -> None:
-        async for computed in handle.prefill_progress():
-            progress.advance(computed)
+        return await answer(context, self.role.prefill(request))
 
     async def CacheLookup(self, request, context):
-        return await self.process.cache_lookup(request, context)
+        return await answer(context, self.role.cache_lookup(request))
 
     async def CancelTransfer(self, request, context):
-        return pb.CancelReply(cancelled=self.shipper.cancel(request.request_id))
+        return pb.CancelReply(cancelled=self.role.cancel_transfer(request.request_id))
 
     async def Health(self, request, context):
         return pb.HealthReply(serving=not self.process.draining, role=self.me.role.value, name=self.me.name)

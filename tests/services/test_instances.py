@@ -23,8 +23,8 @@ async def test_a_lookup_hashes_the_prompt_once_and_the_call_naming_it_takes_it_a
                         block_hashes(ids, size))
     ids = np.arange(100, 1100)
     fingerprint = prompt_fingerprint(ids)
-    reply = await process.cache_lookup(pb.CacheLookupRequest(request_id="r", prompt_ids=pack_ids(ids),
-                                                             prompt_fingerprint=fingerprint), context=None)
+    reply = process.cache_lookup(pb.CacheLookupRequest(request_id="r", prompt_ids=pack_ids(ids),
+                                                       prompt_fingerprint=fingerprint))
     assert reply.instance and calls == [1000]
     named = pb.GenerateRequest(request_id="r", held_prompt=pb.HeldPrompt(request_id="r", length=1000,
                                                                          fingerprint=fingerprint))
@@ -40,7 +40,7 @@ async def test_a_call_naming_another_prompt_under_the_same_id_is_refused_not_ser
     plan = build_plan(load_scenario("pd-intra-mini", ()))
     process = RoleProcess(plan, plan.service("decode"))
     ids = np.arange(64)
-    await process.cache_lookup(pb.CacheLookupRequest(request_id="r", prompt_ids=pack_ids(ids)), context=None)
+    process.cache_lookup(pb.CacheLookupRequest(request_id="r", prompt_ids=pack_ids(ids)))
     other = pb.HeldPrompt(request_id="r", length=64, fingerprint=prompt_fingerprint(ids[::-1]))
     with pytest.raises(PromptNotHeld, match="another prompt under that id"):
         process.prompt(pb.PrefillRequest(request_id="r", held_prompt=other))

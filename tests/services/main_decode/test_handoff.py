@@ -13,20 +13,23 @@ from tests.services.engine.conftest import VOCAB, RecordingClock, prompt
 
 
 class RunningRelay:
-    """A relay stub that has produced `start` ids and makes `per_pull` more before every later pull."""
+    """A RelayPeer that has produced `start` ids and makes `per_pull` more before every later pull."""
 
     def __init__(self, start: int, per_pull: int) -> None:
         self.produced, self.per_pull, self.pulls, self.stopped_at = start, per_pull, 0, None
 
-    async def Handoff(self, request, timeout=None, metadata=None):
+    async def handoff(self, request_id: str, from_position: int, stop: bool, ship_kv_to: str = ""):
         if self.pulls:
             self.produced += self.per_pull
         self.pulls += 1
-        if request.stop:
+        if stop:
             self.stopped_at = self.produced
-        ids = [(7 * i) % VOCAB for i in range(request.from_position, self.produced)]
-        return pb.HandoffReply(tokens=ids, end_position=self.produced, stopped=request.stop, finished=False,
+        ids = [(7 * i) % VOCAB for i in range(from_position, self.produced)]
+        return pb.HandoffReply(tokens=ids, end_position=self.produced, stopped=stop, finished=False,
                                relay_load=0.1)
+
+    async def set_limit(self, request_id: str, limit: int | None) -> None:
+        raise AssertionError("take_over never moves the relay's cap")
 
 
 async def test_catch_up_ends_when_the_backlog_stops_shrinking():

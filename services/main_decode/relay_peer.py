@@ -1,0 +1,35 @@
+"""The relay as main decode's RelayPeer (services/roles.py), over the relay's Decode gRPC stub.
+
+A failed call comes back as the RoleError of its status (services/rpc/errors.py), so the decode
+core decides on kinds (not_found: the relay never had the request) and never sees gRPC.
+"""
+
+from __future__ import annotations
+
+import grpc
+
+from services.rpc import metadata, pb, pb_grpc
+from services.rpc.errors import role_error
+
+RPC_TIMEOUT_S = 15.0
+
+
+class GrpcRelayPeer:
+    def __init__(self, stub: pb_grpc.DecodeStub) -> None:
+        self.stub = stub
+
+    async def handoff(self, request_id: str, from_position: int, stop: bool,
+                      ship_kv_to: str = "") -> pb.HandoffReply:
+        request = pb.HandoffRequest(request_id=request_id, from_position=from_position, stop=stop,
+                                    ship_kv_to=ship_kv_to)
+        try:
+            return await self.stub.Handoff(request, timeout=RPC_TIMEOUT_S, metadata=metadata(request_id))
+        except grpc.aio.AioRpcError as exc:
+            raise role_error(exc) from exc
+
+    async def set_limit(self, request_id: str, limit: int | None) -> None:
+        request = pb.LimitRequest(request_id=request_id, limit=-1 if limit is None else limit)
+        try:
+            await self.stub.SetLimit(request, timeout=RPC_TIMEOUT_S, metadata=metadata(request_id))
+        except grpc.aio.AioRpcError as exc:
+            raise role_error(exc) from exc
