@@ -30,7 +30,17 @@ PLANTS = {
     "loadgen-outside-mesh": ("loadgen/lengths.py", "import services.router.server"),
     "layers": ("services/profiles/gpu.py", "import services.router.pipelines"),
     "acyclic": ("services/relay_decode/relay.py", "import services.main_decode.server"),
+    "role-cores": ("services/main_decode/role.py", "from services.rpc import channel"),
 }
+# More ways for a role core to reach I/O, each of which must break "role-cores": directly, or through a
+# module that does I/O (the process's gRPC server and ops endpoints, the KV shipper's stubs and sockets).
+CORE_PLANTS = [
+    ("services/main_decode/handoff.py", "import grpc"),
+    ("services/relay_decode/role.py", "import aiohttp"),
+    ("services/main_decode/stream.py", "import socket"),
+    ("services/prefill/role.py", "from services.instances import RoleProcess"),
+    ("services/relay_decode/relay.py", "from services.kv.shipper import KvShipper"),
+]
 
 
 def lint(tree: Path, *contracts: str) -> subprocess.CompletedProcess:
@@ -67,3 +77,13 @@ def test_a_planted_import_breaks_the_contract(contract, tmp_path):
     result = lint(tree, contract)
     assert result.returncode != 0, result.stdout
     assert f"{CONTRACTS[contract]} BROKEN" in result.stdout, result.stdout
+
+
+@pytest.mark.parametrize("module,planted", CORE_PLANTS)
+def test_a_role_core_reaching_io_breaks_the_core_contract(module, planted, tmp_path):
+    tree = copy_tree(tmp_path)
+    with open(tree / module, "a") as source:
+        source.write(f"\n{planted}  # planted: a core reaching I/O\n")
+    result = lint(tree, "role-cores")
+    assert result.returncode != 0, result.stdout
+    assert f"{CONTRACTS['role-cores']} BROKEN" in result.stdout, result.stdout
