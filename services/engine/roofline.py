@@ -18,9 +18,10 @@ from services.engine.batch import Chunk, StepBatch
 from services.engine.parallelism import (
     COMBINE_BYTES, DISPATCH_BYTES, Parallelism, allgather_seconds, allreduce_seconds, alltoall_seconds,
 )
+from services.engine.layer_shapes import Gemm, LayerShapes, MlpShape, layer_shapes
 from services.engine.roofline_ops import (
-    ACTIVATION_BYTES, Cost, Gemm, LayerShapes, MlpShape, OpRates, Tally, decode_attention_cost, elementwise_cost,
-    expected_distinct_experts, layer_shapes, prefill_attention_cost,
+    ACTIVATION_BYTES, Cost, OpRates, Tally, decode_attention_cost, elementwise_cost, expected_distinct_experts,
+    prefill_attention_cost,
 )
 from services.profiles import load_gpu, load_model
 from services.profiles.gpu import GpuProfile

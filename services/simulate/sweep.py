@@ -55,6 +55,24 @@ def simulate_point(sweep: SimulatedSweep, point: float) -> tuple[list[str], dict
     return [record.to_json_line() for record in run.records], run.summary
 
 
+class ClusterUnreachable(ValueError):
+    """The sweep could not join the Ray cluster it was given."""
+
+
+def join_cluster(ray: Any, address: str) -> None:
+    """Join a running cluster; failing that, say why in one line instead of Ray's traceback."""
+    try:
+        ray.init(address=address, logging_level="WARNING", log_to_driver=False)
+    except (ConnectionError, ray.exceptions.RayError) as exc:
+        # `ray start` (Ray 2.60) turns token authentication on, and a driver only sends the
+        # cluster's token when told to: the most common reason a reachable head refuses us.
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ClusterUnreachable(
+            f"cannot join the Ray cluster at {address}: {reason}. A cluster started by `ray start` has token "
+            "authentication on: run the sweep with RAY_AUTH_MODE=token and the cluster's token in "
+            "~/.ray/auth_token or RAY_AUTH_TOKEN (docs/simulate.md, \"Sweeps on Ray\")") from None
+
+
 def run_on_ray(sweep: SimulatedSweep, out_dir: Path, address: str | None = None, num_cpus: int | None = None,
                progress: bool = False, threshold: float = ATTAINMENT_THRESHOLD) -> SweepResult:
     """Every point as a Ray task at once; their outputs written as they finish."""
@@ -63,7 +81,7 @@ def run_on_ray(sweep: SimulatedSweep, out_dir: Path, address: str | None = None,
     started_here = not ray.is_initialized()
     if started_here:
         if address is not None:
-            ray.init(address=address, logging_level="WARNING", log_to_driver=False)
+            join_cluster(ray, address)
         else:
             ray.init(num_cpus=num_cpus, include_dashboard=False, logging_level="WARNING", log_to_driver=False)
     try:

@@ -40,3 +40,50 @@ def test_a_population_sweep_on_a_local_ray_writes_bench_outputs_and_the_sweep(tm
     assert summary["completed"] == alone.summary["completed"] > 0 and summary["emulated_s"] > 0
     report = build_report([tmp_path / "concurrency-2", tmp_path / "concurrency-4"], tmp_path / "again")
     assert report.index.is_file()  # `pdd-emu report` reads the points unchanged
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def ray_cluster(tmp_path):
+    """A one-node Ray cluster started as `ray start --head` starts one, stopped afterwards.
+
+    Token authentication is off for it (RAY_AUTH_MODE=disabled on both sides): what is under test
+    is joining a cluster by address, not Ray's tokens.
+    """
+    import os
+    from pathlib import Path
+
+    ray = str(Path(sys.executable).with_name("ray"))
+    env = os.environ | {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
+    port = _free_port()
+    started = subprocess.run([ray, "start", "--head", f"--port={port}", "--num-cpus=2", "--include-dashboard=false",
+                              "--disable-usage-stats"], capture_output=True, text=True, env=env,
+                             timeout=RAY_DEADLINE_S)
+    assert started.returncode == 0, started.stderr
+    try:
+        yield f"127.0.0.1:{port}", env, ray
+    finally:
+        subprocess.run([ray, "stop", "--force"], capture_output=True, env=env, timeout=RAY_DEADLINE_S)
+
+
+@pytest.mark.slow
+def test_a_sweep_joins_a_running_cluster_by_address_and_leaves_it_running(tmp_path, ray_cluster):
+    address, env, ray = ray_cluster
+    done = subprocess.run([sys.executable, "-m", "services.cli", "sweep", "--simulate", "--scenario", "pdd-mini",
+                           "--workload", WORKLOAD, "--concurrencies", "2", "--duration", "3s", "--seed", "5",
+                           "--ray-address", address, "--out", str(tmp_path / "out"), "--no-progress"],
+                          capture_output=True, text=True, env=env, timeout=RAY_DEADLINE_S)
+    assert done.returncode == 0, done.stderr
+    alone = run_simulation(load_scenario("pdd-mini"), WORKLOAD, concurrency=2, duration_s=3.0, seed=5)
+    assert read_records(tmp_path / "out" / "concurrency-2" / "requests.jsonl") == [
+        json.loads(r.to_json_line()) for r in alone.records]
+    still_up = subprocess.run([ray, "status", "--address", address], capture_output=True, text=True, env=env,
+                              timeout=RAY_DEADLINE_S)
+    assert still_up.returncode == 0, still_up.stderr  # joined, not started: the cluster outlives the sweep
