@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from services.engine.scheduler import Engine, SequenceHandle
 from services.engine.sequence import Sequence
+from services.relay_decode.relay import StopWhen
 from services.rpc import metadata, pb, pb_grpc
 from services.rpc.prompts import Prompt
 from services.scenario import PddSpec
@@ -38,8 +39,10 @@ class HandoffOutcome:
     finished_on_relay: bool = False
 
 
-async def _pull(relay: pb_grpc.DecodeStub, rid: str, start: int, stop: bool, ship_kv_to: str = "") -> pb.HandoffReply:
-    return await relay.Handoff(pb.HandoffRequest(request_id=rid, from_position=start, stop=stop, ship_kv_to=ship_kv_to),
+async def _pull(relay: pb_grpc.DecodeStub, rid: str, start: int, stop: bool, ship_kv_to: str = "",
+                stop_when: pb.StopWhen | None = None) -> pb.HandoffReply:
+    return await relay.Handoff(pb.HandoffRequest(request_id=rid, from_position=start, stop=stop, ship_kv_to=ship_kv_to,
+                                                 stop_when=stop_when),
                                timeout=RPC_TIMEOUT_S, metadata=metadata(rid))
 
 
@@ -73,17 +76,17 @@ async def take_over(relay: pb_grpc.DecodeStub, engine: Engine, request, prompt: 
                     spec: PddSpec, kv_from: int = 0, received: Prompt | None = None) -> HandoffOutcome:
     rid, max_tokens = request.request_id, request.max_tokens
     started = time.time()
-    first = await _pull(relay, rid, 0, stop=False)
+    # The relay applies the choice to the backlog it holds and stops at once unless it is a catch-up: a
+    # one-shot handoff is one call, not a look at the backlog and then a second call to stop.
+    one_shot = StopWhen(spec.catch_up_threshold, load_at_least=spec.busy_relay_load)
+    first = await _pull(relay, rid, 0, stop=False, stop_when=_message(one_shot))
     ids = list(first.tokens)
-    catch_up = len(ids) > spec.catch_up_threshold and first.relay_load < spec.busy_relay_load
+    # A relay that had finished before the call did not stop: the choice is read off its reply instead.
+    catch_up = not first.stopped and not (first.finished and one_shot.holds(len(ids), lambda: first.relay_load))
     mode = HandoffMode.CATCH_UP if catch_up else HandoffMode.ONE_SHOT
     if first.finished:
         return HandoffOutcome(None, mode, 0, len(ids), started, finished_on_relay=True)
     if not catch_up:
-        final = await _pull(relay, rid, len(ids), stop=True)
-        ids += final.tokens
-        if final.finished:
-            return HandoffOutcome(None, mode, 0, len(ids), started, finished_on_relay=True)
         handle = _submit(engine, request, prompt, ids, False, kv_from, received)
         return HandoffOutcome(handle, mode, 1, len(ids), started)
 
@@ -92,14 +95,14 @@ async def take_over(relay: pb_grpc.DecodeStub, engine: Engine, request, prompt: 
     try:
         while True:
             await handle.caught_up()
-            more = await _pull(relay, rid, len(ids), stop=False)
-            # A round that spans several relay steps (a busy main decode) leaves a backlog that never
-            # falls to CLOSE_ENOUGH; once it stops shrinking, waiting longer only lets the relay run on.
-            stop = len(more.tokens) <= CLOSE_ENOUGH or len(more.tokens) >= backlog \
-                or len(ids) + len(more.tokens) >= max_tokens - 1
+            # The relay stops once the new backlog is within CLOSE_ENOUGH, no smaller than the last, or
+            # the rest of the request. A round that spans several relay steps (a busy main decode) leaves
+            # a backlog that never falls to CLOSE_ENOUGH; once it stops shrinking, waiting longer only
+            # lets the relay run on.
+            rule = StopWhen(CLOSE_ENOUGH, backlog_at_least=max(0, min(backlog, max_tokens - 1 - len(ids))))
+            more = await _pull(relay, rid, len(ids), stop=False, stop_when=_message(rule))
+            stop = more.stopped
             backlog = len(more.tokens)
-            if stop:
-                more = await _pull(relay, rid, len(ids), stop=True)
             if more.finished:
                 handle.cancel()
                 return HandoffOutcome(None, mode, chunks, len(ids) + len(more.tokens), started, True)
@@ -114,6 +117,11 @@ async def take_over(relay: pb_grpc.DecodeStub, engine: Engine, request, prompt: 
     except BaseException:
         handle.cancel()
         raise
+
+
+def _message(rule: StopWhen) -> pb.StopWhen:
+    return pb.StopWhen(backlog_at_most=rule.backlog_at_most, backlog_at_least=rule.backlog_at_least,
+                       load_at_least=rule.load_at_least)
 
 
 def _submit(engine: Engine, request, prompt: list[int], ids: list[int], hold: bool, kv_from: int,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import grpc
 
 from services.kv.shipper import ShipRefused
+from services.relay_decode.relay import StopWhen
 from services.rpc import pb
 
 
@@ -16,8 +17,9 @@ class RelayServicer:
     async def Handoff(self, request, context):
         try:
             await self.relay.settled(request.request_id, self.scenario.transfer_timeout_s)
+            stop_when = StopWhen.of(request.stop_when) if request.HasField("stop_when") else None
             ids, end, stopped, finished = await self.relay.handoff(request.request_id, request.from_position,
-                                                                   request.stop)
+                                                                   request.stop, stop_when, self.process.load)
         except KeyError:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"{request.request_id} is not relayed here")
         except TimeoutError:
