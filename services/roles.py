@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, AsyncIterator, Callable, Protocol
 
 if TYPE_CHECKING:
     from services.engine.sequence import TokenEvent
+    from services.relay_decode.relay import StopWhen
     from services.rpc import pb
 
 # What a decode core offers each event as the engine's step ends (SequenceHandle.forward); True: taken.
@@ -23,8 +24,8 @@ Sink = Callable[[object], bool]
 class RelayPeer(Protocol):
     """The relay as main decode sees it: pull its token ids (and stop it), or move its output cap."""
 
-    async def handoff(self, request_id: str, from_position: int, stop: bool,
-                      ship_kv_to: str = "") -> pb.HandoffReply: ...
+    async def handoff(self, request_id: str, from_position: int, stop: bool, ship_kv_to: str = "",
+                      stop_when: StopWhen | None = None) -> pb.HandoffReply: ...
 
     async def set_limit(self, request_id: str, limit: int | None) -> None: ...
 

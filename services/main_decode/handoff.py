@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from services.engine.scheduler import Engine, SequenceHandle
 from services.engine.sequence import Sequence
+from services.relay_decode.relay import StopWhen
 from services.roles import RelayPeer
 from services.rpc.prompts import Prompt
 from services.scenario import PddSpec
@@ -68,17 +69,17 @@ async def take_over(relay: RelayPeer, engine: Engine, request, prompt: list[int]
                     kv_from: int = 0, received: Prompt | None = None, clock: Clock = unix_time) -> HandoffOutcome:
     rid, max_tokens = request.request_id, request.max_tokens
     started = clock()
-    first = await relay.handoff(rid, 0, stop=False)
+    # The relay applies the choice to the backlog it holds and stops at once unless it is a catch-up: a
+    # one-shot handoff is one call, not a look at the backlog and then a second call to stop.
+    one_shot = StopWhen(spec.catch_up_threshold, load_at_least=spec.busy_relay_load)
+    first = await relay.handoff(rid, 0, stop=False, stop_when=one_shot)
     ids = list(first.tokens)
-    catch_up = len(ids) > spec.catch_up_threshold and first.relay_load < spec.busy_relay_load
+    # A relay that had finished before the call did not stop: the choice is read off its reply instead.
+    catch_up = not first.stopped and not (first.finished and one_shot.holds(len(ids), lambda: first.relay_load))
     mode = HandoffMode.CATCH_UP if catch_up else HandoffMode.ONE_SHOT
     if first.finished:
         return HandoffOutcome(None, mode, 0, len(ids), started, finished_on_relay=True)
     if not catch_up:
-        final = await relay.handoff(rid, len(ids), stop=True)
-        ids += final.tokens
-        if final.finished:
-            return HandoffOutcome(None, mode, 0, len(ids), started, finished_on_relay=True)
         handle = _submit(engine, request, prompt, ids, False, kv_from, received)
         return HandoffOutcome(handle, mode, 1, len(ids), started)
 
@@ -87,14 +88,14 @@ async def take_over(relay: RelayPeer, engine: Engine, request, prompt: list[int]
     try:
         while True:
             await handle.caught_up()
-            more = await relay.handoff(rid, len(ids), stop=False)
-            # A round that spans several relay steps (a busy main decode) leaves a backlog that never
-            # falls to CLOSE_ENOUGH; once it stops shrinking, waiting longer only lets the relay run on.
-            stop = len(more.tokens) <= CLOSE_ENOUGH or len(more.tokens) >= backlog \
-                or len(ids) + len(more.tokens) >= max_tokens - 1
+            # The relay stops once the new backlog is within CLOSE_ENOUGH, no smaller than the last, or
+            # the rest of the request. A round that spans several relay steps (a busy main decode) leaves
+            # a backlog that never falls to CLOSE_ENOUGH; once it stops shrinking, waiting longer only
+            # lets the relay run on.
+            rule = StopWhen(CLOSE_ENOUGH, backlog_at_least=max(0, min(backlog, max_tokens - 1 - len(ids))))
+            more = await relay.handoff(rid, len(ids), stop=False, stop_when=rule)
+            stop = more.stopped
             backlog = len(more.tokens)
-            if stop:
-                more = await relay.handoff(rid, len(ids), stop=True)
             if more.finished:
                 handle.cancel()
                 return HandoffOutcome(None, mode, chunks, len(ids) + len(more.tokens), started, True)

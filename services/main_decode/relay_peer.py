@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import grpc
 
+from services.relay_decode.relay import StopWhen
 from services.rpc import metadata, pb, pb_grpc
 from services.rpc.errors import role_error
 
@@ -18,10 +19,10 @@ class GrpcRelayPeer:
     def __init__(self, stub: pb_grpc.DecodeStub) -> None:
         self.stub = stub
 
-    async def handoff(self, request_id: str, from_position: int, stop: bool,
-                      ship_kv_to: str = "") -> pb.HandoffReply:
+    async def handoff(self, request_id: str, from_position: int, stop: bool, ship_kv_to: str = "",
+                      stop_when: StopWhen | None = None) -> pb.HandoffReply:
         request = pb.HandoffRequest(request_id=request_id, from_position=from_position, stop=stop,
-                                    ship_kv_to=ship_kv_to)
+                                    ship_kv_to=ship_kv_to, stop_when=_message(stop_when))
         try:
             return await self.stub.Handoff(request, timeout=RPC_TIMEOUT_S, metadata=metadata(request_id))
         except grpc.aio.AioRpcError as exc:
@@ -33,3 +34,10 @@ class GrpcRelayPeer:
             await self.stub.SetLimit(request, timeout=RPC_TIMEOUT_S, metadata=metadata(request_id))
         except grpc.aio.AioRpcError as exc:
             raise role_error(exc) from exc
+
+
+def _message(rule: StopWhen | None) -> pb.StopWhen | None:
+    if rule is None:
+        return None
+    return pb.StopWhen(backlog_at_most=rule.backlog_at_most, backlog_at_least=rule.backlog_at_least,
+                       load_at_least=rule.load_at_least)

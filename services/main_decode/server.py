@@ -20,7 +20,7 @@ from services.kv.shipper import KvRoutes, KvShipper
 from services.main_decode.feed import FeedTable, Route
 from services.main_decode.relay_peer import GrpcRelayPeer
 from services.main_decode.role import MainDecodeRole
-from services.relay_decode.relay import RelayLedger
+from services.relay_decode.relay import RelayLedger, StopWhen
 from services.relay_decode.role import RelayDecodeRole
 from services.roles import RelayPeer
 from services.rpc import TOKEN_FEED_METADATA, channel, metadata_value, pb, pb_grpc
@@ -85,8 +85,9 @@ class DecodeService(pb_grpc.DecodeServicer):
 
     async def Handoff(self, request, context):
         try:
+            stop_when = StopWhen.of(request.stop_when) if request.HasField("stop_when") else None
             return await self.relay_role.handoff(request.request_id, request.from_position, request.stop,
-                                                 request.ship_kv_to)
+                                                 request.ship_kv_to, stop_when)
         except RoleError as exc:
             await abort(context, exc)
         except grpc.aio.AioRpcError as exc:  # pdd-kvship: the announce of the relay's KV to main decode

@@ -60,6 +60,28 @@ class RelayedRequest:
         return take
 
 
+@dataclass(frozen=True)
+class StopWhen:
+    """When a Handoff without stop stops the relay all the same (HandoffRequest.stop_when): main decode's
+    rule for stopping, applied where the backlog is, so that the decision costs no second call."""
+
+    backlog_at_most: int
+    backlog_at_least: int | None = None
+    load_at_least: float | None = None
+
+    @classmethod
+    def of(cls, message) -> StopWhen:
+        """From a pb.StopWhen."""
+        return cls(message.backlog_at_most,
+                   message.backlog_at_least if message.HasField("backlog_at_least") else None,
+                   message.load_at_least if message.HasField("load_at_least") else None)
+
+    def holds(self, backlog: int, load: Callable[[], float]) -> bool:
+        return backlog <= self.backlog_at_most \
+            or (self.backlog_at_least is not None and backlog >= self.backlog_at_least) \
+            or (self.load_at_least is not None and load() >= self.load_at_least)
+
+
 class RelayLedger:
     def __init__(self) -> None:
         self.requests: dict[str, RelayedRequest] = {}
@@ -101,9 +123,15 @@ class RelayLedger:
                 relayed.changed.clear()
                 await relayed.changed.wait()
 
-    async def handoff(self, request_id: str, from_position: int, stop: bool) -> tuple[list[int], int, bool, bool]:
-        """(ids from from_position, end position, stopped, finished). KeyError if unknown here."""
+    async def handoff(self, request_id: str, from_position: int, stop: bool, stop_when: StopWhen | None = None,
+                      load: Callable[[], float] = lambda: 0.0) -> tuple[list[int], int, bool, bool]:
+        """(ids from from_position, end position, stopped, finished). KeyError if unknown here.
+
+        `stop_when` (without `stop`): stop if it holds for the backlog from from_position and `load`.
+        """
         relayed = self.requests[request_id]
+        if not stop and stop_when is not None and relayed.cut is None:
+            stop = stop_when.holds(len(relayed.ids) - from_position, load)
         if stop and relayed.cut is None and not relayed.finished:
             # The next position may be in a step already running: let it land, then nothing more.
             cut = min(relayed.handle.next_position + 1, relayed.end_position,

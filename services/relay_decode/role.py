@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable
 
 from services.kv.receiver import ShipRefused
-from services.relay_decode.relay import RelayLedger
+from services.relay_decode.relay import RelayLedger, StopWhen
 from services.rpc.messages import pb
 from services.types import ErrorKind, RoleError, Seconds
 
@@ -27,11 +27,12 @@ class RelayDecodeRole:
         self.ledger, self.shipper, self.load = ledger, shipper, load
         self.settle_timeout_s = settle_timeout_s
 
-    async def handoff(self, request_id: str, from_position: int, stop: bool,
-                      ship_kv_to: str = "") -> pb.HandoffReply:
+    async def handoff(self, request_id: str, from_position: int, stop: bool, ship_kv_to: str = "",
+                      stop_when: StopWhen | None = None) -> pb.HandoffReply:
         try:
             await self.ledger.settled(request_id, self.settle_timeout_s)
-            ids, end, stopped, finished = await self.ledger.handoff(request_id, from_position, stop)
+            ids, end, stopped, finished = await self.ledger.handoff(request_id, from_position, stop, stop_when,
+                                                                    self.load)
         except KeyError:
             raise RoleError(ErrorKind.NOT_FOUND, f"{request_id} is not relayed here") from None
         except TimeoutError:

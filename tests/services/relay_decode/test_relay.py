@@ -6,7 +6,7 @@ import pytest
 
 from services.engine.sequence import FinishedEvent, Sequence, TokenEvent
 from services.engine.tokens import output_token, prompt_fingerprint
-from services.relay_decode.relay import RelayLedger
+from services.relay_decode.relay import RelayLedger, StopWhen
 from tests.services.engine.conftest import VOCAB, RecordingClock, make_engine, prompt  # noqa: F401 (fixture)
 
 
@@ -58,6 +58,39 @@ async def test_stop_cuts_at_most_one_step_ahead_and_releases(make_engine):
     await asyncio.wait_for(consumer, 5)
     assert relayed.handle.status.value == "cancelled"  # blocks freed at once
     assert len(relayed.ids) == end
+
+
+async def test_stop_when_stops_only_when_its_rule_holds_for_the_backlog(make_engine):
+    ledger = RelayLedger()
+    relayed, consumer, ids = await _relay(make_engine, ledger, "r5", max_tokens=400, cap=400)
+    while len(relayed.ids) < 8:
+        await asyncio.wait_for(relayed.changed.wait(), 5)
+        relayed.changed.clear()
+    loads = []
+    got, end, stopped, finished = await ledger.handoff("r5", 0, stop=False, stop_when=StopWhen(2, load_at_least=0.5),
+                                                       load=lambda: loads.append(1) or 0.1)
+    assert not stopped and relayed.cut is None and len(got) == end >= 8  # a backlog to catch up, room on the relay
+    assert loads == [1]
+    busy_load = 0.5
+    got, end, stopped, finished = await ledger.handoff("r5", 0, stop=False, stop_when=StopWhen(2, load_at_least=0.5),
+                                                       load=lambda: busy_load)
+    assert stopped and relayed.cut == end and len(got) == end  # a busy relay stops at once, as with stop
+    await asyncio.wait_for(consumer, 5)
+    assert relayed.handle.status.value == "cancelled"
+
+
+async def test_stop_when_stops_at_a_backlog_bound(make_engine):
+    ledger = RelayLedger()
+    relayed, consumer, ids = await _relay(make_engine, ledger, "r6", max_tokens=400, cap=400)
+    while len(relayed.ids) < 8:
+        await asyncio.wait_for(relayed.changed.wait(), 5)
+        relayed.changed.clear()
+    held = len(relayed.ids)
+    _, _, stopped, _ = await ledger.handoff("r6", held - 3, stop=False, stop_when=StopWhen(2, backlog_at_least=4))
+    assert not stopped  # a backlog of 3: neither within 2 nor at least 4
+    _, end, stopped, _ = await ledger.handoff("r6", held - 3, stop=False, stop_when=StopWhen(2, backlog_at_least=3))
+    assert stopped and end >= held
+    await asyncio.wait_for(consumer, 5)
 
 
 async def test_request_shorter_than_the_cap_finishes_on_the_relay(make_engine):
