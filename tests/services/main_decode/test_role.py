@@ -12,7 +12,7 @@ from services.instances import RoleProcess
 from services.kv.receiver import TransferTable
 from services.launcher.plan import build_plan
 from services.main_decode.role import MainDecodeRole
-from services.relay_decode.relay import RelayLedger
+from services.relay_decode.relay import RelayLedger, StopWhen
 from services.rpc import pb
 from services.rpc.ids import pack_ids
 from services.scenario import load_scenario
@@ -23,15 +23,18 @@ SEED, OUTPUT = 3, 8
 
 
 class FakeRelay:
-    """A RelayPeer that produced `ids` (positions 0..) and stops there; or one that fails with `error`."""
+    """A RelayPeer that produced `ids` (positions 0..) and stops there, by the call's stop or stop_when as the
+    relay's ledger does; or one that fails with `error`."""
 
     def __init__(self, ids: list[int], finished: bool = False, error: RoleError | None = None) -> None:
         self.ids, self.finished, self.error, self.calls = ids, finished, error, []
 
-    async def handoff(self, request_id: str, from_position: int, stop: bool, ship_kv_to: str = ""):
-        self.calls.append((request_id, from_position, stop))
+    async def handoff(self, request_id: str, from_position: int, stop: bool, ship_kv_to: str = "",
+                      stop_when: StopWhen | None = None):
         if self.error is not None:
             raise self.error
+        stop = stop or stop_when is not None and stop_when.holds(len(self.ids) - from_position, lambda: 0.0)
+        self.calls.append((request_id, from_position, stop))
         return pb.HandoffReply(tokens=self.ids[from_position:], end_position=len(self.ids), stopped=stop,
                                finished=self.finished, relay_load=0.0)
 
@@ -70,7 +73,7 @@ async def test_main_decode_continues_from_the_relays_cut_with_the_clock_it_was_g
     role = MainDecodeRole(main_decode, TransferTable(), RelayLedger(), {"relay-decode": relay}.__getitem__, clock)
     *tokens, end = await _generate(role, ids, expected[0])
     assert [(t.position, t.token_id) for t in tokens] == list(enumerate(expected))[3:]  # nothing lost or repeated
-    assert relay.calls == [("r", 0, False), ("r", 3, True)]  # one-shot: the backlog is under the threshold
+    assert relay.calls == [("r", 0, True)]  # one-shot, in one call: the backlog is under the threshold
     stats = end.stats
     assert stats.handoff_mode == "one-shot" and stats.handed_off_at == 3 and not stats.finished_on_relay
     assert stats.handoff_started_unix == 1000.0 and stats.handoff_stall_s == 0.5
