@@ -78,11 +78,17 @@ class ErrorKind(str, enum.Enum):
     EXHAUSTED = "exhausted"  # no room in the engine
     NOT_FOUND = "not_found"  # the request is not known here (not relayed)
     DEADLINE = "deadline"  # the role waited too long for its own work
+    CANCELLED = "cancelled"  # the call was cancelled under the role (its caller or its process went away)
+    FAILED = "failed"  # none of the above: a defect, or a wire status no other kind names
 
 
 class RoleError(Exception):
-    """A role's failure of one call, in the role's words: `kind` and a message a person can act on."""
+    """A role's failure of one call, in the role's words: `kind` and a message a person can act on.
 
-    def __init__(self, kind: ErrorKind, message: str) -> None:
+    `code`: the name of the wire status a peer answered with (gRPC's, e.g. "UNAVAILABLE"), which the
+    router's API reports as the error's code; None where the failure arose on the caller's own side.
+    """
+
+    def __init__(self, kind: ErrorKind, message: str, code: str | None = None) -> None:
         super().__init__(message)
-        self.kind, self.message = kind, message
+        self.kind, self.message, self.code = kind, message, code

@@ -31,15 +31,22 @@ PLANTS = {
     "layers": ("services/profiles/gpu.py", "import services.router.pipelines"),
     "acyclic": ("services/relay_decode/relay.py", "import services.main_decode.server"),
     "role-cores": ("services/main_decode/role.py", "from services.rpc import channel"),
+    "router-core": ("services/router/degraded.py", "from services.router.api import parse_body"),
 }
-# More ways for a role core to reach I/O, each of which must break "role-cores": directly, or through a
-# module that does I/O (the process's gRPC server and ops endpoints, the KV shipper's stubs and sockets).
+# More ways for a core to reach I/O, each of which must break its contract: directly, or through a
+# module that does I/O (the process's gRPC server and ops endpoints, the KV shipper's stubs and sockets,
+# the router's Peers adapter, its token feed, its HTTP server).
 CORE_PLANTS = [
-    ("services/main_decode/handoff.py", "import grpc"),
-    ("services/relay_decode/role.py", "import aiohttp"),
-    ("services/main_decode/stream.py", "import socket"),
-    ("services/prefill/role.py", "from services.instances import RoleProcess"),
-    ("services/relay_decode/relay.py", "from services.kv.shipper import KvShipper"),
+    ("role-cores", "services/main_decode/handoff.py", "import grpc"),
+    ("role-cores", "services/relay_decode/role.py", "import aiohttp"),
+    ("role-cores", "services/main_decode/stream.py", "import socket"),
+    ("role-cores", "services/prefill/role.py", "from services.instances import RoleProcess"),
+    ("role-cores", "services/relay_decode/relay.py", "from services.kv.shipper import KvShipper"),
+    ("router-core", "services/router/pdd.py", "import grpc"),
+    ("router-core", "services/router/pipelines.py", "from services.router.peers import Peers"),
+    ("router-core", "services/router/prefill_target.py", "from services.rpc import metadata"),
+    ("router-core", "services/router/main_stream.py", "from services.router.feed import TokenFeed"),
+    ("router-core", "services/router/policy.py", "from services.router.server import Router"),
 ]
 
 
@@ -79,11 +86,11 @@ def test_a_planted_import_breaks_the_contract(contract, tmp_path):
     assert f"{CONTRACTS[contract]} BROKEN" in result.stdout, result.stdout
 
 
-@pytest.mark.parametrize("module,planted", CORE_PLANTS)
-def test_a_role_core_reaching_io_breaks_the_core_contract(module, planted, tmp_path):
+@pytest.mark.parametrize("contract,module,planted", CORE_PLANTS)
+def test_a_core_reaching_io_breaks_its_core_contract(contract, module, planted, tmp_path):
     tree = copy_tree(tmp_path)
     with open(tree / module, "a") as source:
         source.write(f"\n{planted}  # planted: a core reaching I/O\n")
-    result = lint(tree, "role-cores")
+    result = lint(tree, contract)
     assert result.returncode != 0, result.stdout
-    assert f"{CONTRACTS['role-cores']} BROKEN" in result.stdout, result.stdout
+    assert f"{CONTRACTS[contract]} BROKEN" in result.stdout, result.stdout

@@ -1,4 +1,4 @@
-"""Request validation for the OpenAI-compatible API and OpenAI-style error bodies.
+"""Request validation for the OpenAI-compatible API; its refusals are ApiErrors (services/router/failures.py).
 
 Known OpenAI and vLLM fields are type- and range-checked as OpenAI checks them
 (docs/mesh.md, "API conformance"); sampling parameters, `tools` and
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-from typing import Any
 
 import numpy as np
 from aiohttp import web
@@ -20,6 +19,7 @@ from pydantic import (
     field_validator, model_validator,
 )
 
+from services.router.failures import ApiError  # noqa: F401 (re-exported: the handlers raise it from here)
 from services.router.intake import load_json, parse_ids
 from services.rpc.ids import MAX_ID
 
@@ -30,19 +30,6 @@ BODY_READ_S = 30.0  # a body that trickles in slower than this is refused (408),
 # A request id names the request's KV transfers and rides in gRPC metadata and KV frame headers on
 # every hop, so it must be short plain ASCII; "/" is left out because internal ids append "/handoff".
 REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
-
-
-class ApiError(Exception):
-    def __init__(self, status: int, message: str, kind: str = "invalid_request_error", code: str | None = None,
-                 param: str | None = None):
-        super().__init__(message)
-        self.status, self.message, self.kind, self.code, self.param = status, message, kind, code, param
-
-    def body(self) -> dict[str, Any]:
-        return {"error": {"message": self.message, "type": self.kind, "param": self.param, "code": self.code}}
-
-    def response(self) -> web.Response:
-        return web.json_response(self.body(), status=self.status)
 
 
 class StreamOptions(BaseModel):

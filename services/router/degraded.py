@@ -21,8 +21,8 @@ import dataclasses
 from typing import AsyncIterator
 
 from services.scenario.plan import ServicePlan
-from services.router.api import ApiError
-from services.router.peers import Peers
+from services.roles import RouterPeers as Peers  # the Protocol; services/router/peers.py adapts it
+from services.router.failures import ApiError
 from services.router.pipelines import Finished, Job, Token, run_p_d
 from services.router.stats import PolicyNote
 from services.types import Degraded, Mode, Pipeline

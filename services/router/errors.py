@@ -33,7 +33,7 @@ async def json_errors(request: web.Request, handler) -> web.StreamResponse:
     try:
         return await handler(request)
     except ApiError as exc:
-        return exc.response()
+        return web.json_response(exc.body(), status=exc.status)
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
@@ -43,4 +43,4 @@ async def json_errors(request: web.Request, handler) -> web.StreamResponse:
     except Exception as exc:  # a defect: still a JSON error, never aiohttp's bare 500 page
         log.exception("%s %s failed inside the router", request.method, request.path)
         error = ApiError(500, f"internal router error ({type(exc).__name__})", kind="server_error")
-        return error.response()
+        return web.json_response(error.body(), status=error.status)

@@ -7,30 +7,29 @@ requests; `DecodeStream` is one Generate call seen as a single ordered series
 of `Token`s and then its `GenerateStats`, whichever way its tokens travelled.
 A stats message names the stream's end position, and the tokens of the feed may
 arrive after it, so it is held back until every position below that has come.
+A failed call reaches the reader as its RoleError (services/rpc/errors.py); a broken
+feed as a RoleError of its own, with no status (services/router/failures.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import AsyncIterator, NamedTuple
+from typing import AsyncIterator
 
 import grpc
 
 from services.engine.sequence import EventChannel
-from services.router.api import ApiError
+from services.roles import Token
 from services.rpc import metadata, pb, pb_grpc
+from services.rpc.errors import role_error
+from services.types import ErrorKind, RoleError
 
 log = logging.getLogger(__name__)
 SUBSCRIBER = "router"
 REOPEN_S = 0.5  # a feed that broke (its service restarting) is tried again this often
 _CALL_DONE = object()
 _new_tuple = tuple.__new__  # Token(position, token_id) runs NamedTuple's Python __new__; this builds it in C
-
-
-class Token(NamedTuple):  # a tuple: one is built per streamed token, and a frozen dataclass costs more
-    position: int
-    token_id: int
 
 
 class TokenFeed:
@@ -90,7 +89,7 @@ class TokenFeed:
     def _fail_all(self, reason: str) -> None:
         routes, self.routes = self.routes, {}
         for inbox in routes.values():
-            inbox.put(ApiError(502, f"token feed from {self.service} broke ({reason})", kind="upstream_error"))
+            inbox.put(RoleError(ErrorKind.FAILED, f"token feed from {self.service} broke ({reason})"))
 
 
 class DecodeStream:
@@ -109,11 +108,14 @@ class DecodeStream:
         return self._events() if self._inbox is not None else self._call_events()
 
     async def _call_events(self) -> AsyncIterator[Token | pb.GenerateStats]:
-        async for event in self.call:
-            if event.HasField("token"):
-                yield Token(event.token.position, event.token.token)
-            else:
-                yield event.stats
+        try:
+            async for event in self.call:
+                if event.HasField("token"):
+                    yield Token(event.token.position, event.token.token)
+                else:
+                    yield event.stats
+        except grpc.aio.AioRpcError as exc:
+            raise role_error(exc) from exc
 
     async def _read_call(self) -> None:
         inbox = self._inbox

@@ -13,13 +13,11 @@ from __future__ import annotations
 import asyncio
 from typing import AsyncIterator, Awaitable, Callable
 
-import grpc
-
-from services.router.api import ApiError
-from services.router.feed import DecodeStream, Token
-from services.router.peers import map_rpc_error
+from services.roles import DecodeStream, Token
+from services.router.failures import ApiError, api_error
 from services.router.pipelines import Job
 from services.router.stats import HandoffStats, PddStats
+from services.types import RoleError
 
 
 class MainStream:
@@ -33,7 +31,7 @@ class MainStream:
     def _watch(self, first: asyncio.Future) -> None:
         if first.cancelled() or self.handed_off:
             return
-        if isinstance(first.exception(), (grpc.aio.AioRpcError, ApiError)):
+        if isinstance(first.exception(), RoleError):  # a failed call, or its token feed broke
             # Main decode is gone before taking over: the relay finishes the request instead.
             self._fallback_task = asyncio.ensure_future(self._fall_back())
 
@@ -53,8 +51,8 @@ class MainStream:
                 event = await self._events.__anext__()
         except StopAsyncIteration:
             return
-        except grpc.aio.AioRpcError as exc:
-            raise map_rpc_error(exc, "main decode") from exc
+        except RoleError as exc:
+            raise api_error(exc, "main decode") from exc
         except asyncio.CancelledError:
             if asyncio.current_task().cancelling():
                 raise  # the request itself is cancelled

@@ -14,37 +14,33 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import time
 from typing import AsyncIterator, Callable
 
-import grpc
-
-from services.router.api import ApiError
+from services.roles import RouterPeers as Peers  # the Protocol; services/router/peers.py adapts it
 from services.router.degraded import relay_alone, relay_retry, retried_on_relay
+from services.router.failures import ApiError, from_a_peer
 from services.router.main_stream import MainStream
 from services.router.pipelines import (
     Finished, Job, Token, base_stats, cancel_on_failure, prefill_here, raise_pipeline_error, run_p_d,
     start_prefill,
 )
-from services.router.peers import Peers
+from services.router.placement import best_decode
 from services.router.prefill_target import no_prefill_reachable
-from services.router.prompts import lookup_request, looked_up
+from services.router.prompts import looked_up
 from services.router.policy import PipelinePolicy
 from services.router.policy_stream import PrefillChunks
 from services.router.stats import PolicyNote
-from services.rpc import metadata, pb
+from services.rpc.messages import pb
 from services.scenario.sizing import instance_sizing
-from services.types import Degraded, Mode, Pipeline, Role
+from services.types import Degraded, Mode, Pipeline, Role, RoleError
 
 
 
 async def _lookup_relay(peers: Peers, job: Job):
     relays = peers.services(Role.RELAY_DECODE)
     try:
-        replies = await asyncio.gather(*(
-            peers.decode[r.name].CacheLookup(lookup_request(job), timeout=2.0, metadata=metadata(job.request_id))
-            for r in relays))
-    except grpc.aio.AioRpcError:
+        replies = await asyncio.gather(*(peers.cache_lookup(r.name, job, timeout_s=2.0) for r in relays))
+    except RoleError:
         return None, 0, None  # an unreachable relay: the policy routes P-MD
     for r in relays:
         looked_up(job, r.name)
@@ -94,7 +90,7 @@ def policy_of(peers: Peers) -> PipelinePolicy:
 
 async def pdd(peers: Peers, job: Job, mode: Mode) -> AsyncIterator[Token | Finished]:
     try:
-        md, md_hit = await peers.best_decode(job, (Role.MAIN_DECODE,))
+        md, md_hit = await best_decode(peers, job, (Role.MAIN_DECODE,))
     except ApiError as down:
         if down.status not in (503, 504):  # unreachable, or not answering its lookup in time
             raise
@@ -177,9 +173,8 @@ async def _relay_then_main(peers: Peers, job: Job, mode: Mode, md, md_hit: int, 
     async def fall_back() -> None:
         stats.fallback = True
         try:
-            await peers.decode[relay.name].SetLimit(pb.LimitRequest(request_id=job.request_id, limit=-1),
-                                                    timeout=5.0, metadata=metadata(job.request_id))
-        except grpc.aio.AioRpcError:
+            await peers.set_limit(relay.name, job.request_id, None)
+        except RoleError:
             pass  # the relay is gone too: its own stream reports the error
 
     main = MainStream(md_call, fall_back)
@@ -200,13 +195,14 @@ async def _relay_then_main(peers: Peers, job: Job, mode: Mode, md, md_hit: int, 
                     break
                 cut = relay_stats.handed_off_at
                 main.handed_off = True
-        except grpc.aio.AioRpcError as relay_failure:
-            if stats.rld_tokens or prefill_call.done() and prefill_call.exception() is not None:
+        except RoleError as relay_failure:
+            if stats.rld_tokens or prefill_call.done() and prefill_call.exception() is not None \
+                    or not from_a_peer(relay_failure):  # the router's token feed broke: the request's error
                 raise
             # The relay never got its KV in time, but main decode may hold its own: it then decodes the
             # whole request (its handoff finds nothing at the relay), and the client sees it from token 0.
             stats.degraded, cut = Degraded.RELAY_TRANSFER_LATE.value, 0
-            stats.relay_error = relay_failure.details() or relay_failure.code().name
+            stats.relay_error = relay_failure.message
             main.handed_off = True
         slot.release()  # the relay's part is over: handed off, or finished there
         arrive()  # handed off: main decode had its KV; finished on the relay: the transfer stops now
@@ -216,12 +212,12 @@ async def _relay_then_main(peers: Peers, job: Job, mode: Mode, md, md_hit: int, 
             stats.singular = not stats.fallback
             stats.wan_transfer_cancelled = await _stop_wan_transfer(peers, prefill, job)
         else:
-            job.timeline["handoff_done"] = time.time()  # the client stream switches to main decode here
+            job.timeline["handoff_done"] = job.clock()  # the client stream switches to main decode here
             async for token in main.tokens(stats, job, cut):
                 yield token
         reply = await prefill_call
         ended = True
-    except (grpc.aio.AioRpcError, asyncio.CancelledError) as exc:
+    except (RoleError, asyncio.CancelledError) as exc:
         if stats.rld_tokens or stats.md_tokens or not no_prefill_reachable(prefill_call, exc):
             raise_pipeline_error(exc, prefill_call, "relay decode")
     finally:
@@ -232,7 +228,7 @@ async def _relay_then_main(peers: Peers, job: Job, mode: Mode, md, md_hit: int, 
         if not prefill_call.done():
             prefill_call.cancel()
         elif not ended and not prefill_call.cancelled() and prefill_call.exception() is None:
-            peers.abandon_transfer(prefill, job)  # the WAN transfer to main decode may still be running
+            peers.abandon_transfer(prefill.name, job)  # the WAN transfer to main decode may still be running
     if not ended:  # no prefill pool answered and nothing was sent yet: main decode prefills it itself
         async for item in prefill_here(peers, job, mode, md, Degraded.NO_PREFILL.value):
             yield item
@@ -254,9 +250,6 @@ async def _stop_wan_transfer(peers: Peers, prefill, job: Job) -> bool:
     gone, nothing of this request is being sent either.
     """
     try:
-        cancelled = await peers.prefill[prefill.name].CancelTransfer(
-            pb.CancelRequest(request_id=job.request_id, reason="finished on relay"), timeout=5.0,
-            metadata=metadata(job.request_id))
-    except grpc.aio.AioRpcError:
+        return await peers.cancel_transfer(prefill.name, job.request_id, "finished on relay")
+    except RoleError:
         return False
-    return cancelled.cancelled

@@ -1,8 +1,11 @@
 """The router's peers: one gRPC channel per prefill and decode service, and the calls every pipeline makes.
 
-Cache lookups (the decode or prefill pool holding the longest prefix of the prompt), Generate
-streams through each service's token feed (services/router/feed.py), the prompt's fields for
-each call (services/router/prompts.py) and the cancellation of a transfer nobody will read.
+The adapter of the router's pipelines (services/roles.py `RouterPeers`): cache lookups (which pool
+holds the longest prefix: services/router/placement.py), Generate streams through each service's
+token feed (services/router/feed.py), prefills, the prompt's fields for each call
+(services/router/prompts.py, resent by services/router/resend.py), a relay's output cap and the
+cancellation of a transfer nobody will read. A failed call leaves here as the RoleError of its
+status (services/rpc/errors.py), so no pipeline sees gRPC.
 """
 
 from __future__ import annotations
@@ -13,25 +16,26 @@ from typing import TYPE_CHECKING, Any, Mapping
 import grpc
 
 from services.profiles import load_model
-from services.router.api import ApiError
 from services.router.feed import DecodeStream, TokenFeed
-from services.router.prefill_target import PrefillTarget
-from services.router.prompts import Resends, ResendingDecodeStub, lookup_request, looked_up, with_prompt
+from services.router.prompts import Resends, lookup_request, not_held, resent_whole, with_prompt
+from services.router.resend import ResendingDecodeStub
 from services.rpc import channel, metadata, pb, pb_grpc
+from services.rpc.errors import role_error
 from services.scenario.plan import MeshPlan, ServicePlan
-from services.types import Role
+from services.types import Role, RoleError
 
 if TYPE_CHECKING:
     from services.router.pipelines import Job
 
+CALL_TIMEOUT_S = 5.0  # a relay's cap, a transfer's cancellation: small calls that answer at once
 
-def map_rpc_error(exc: grpc.aio.AioRpcError, stage: str) -> ApiError:
-    code = exc.code()
-    status = 503 if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED) else \
-        504 if code is grpc.StatusCode.DEADLINE_EXCEEDED else \
-        429 if code is grpc.StatusCode.RESOURCE_EXHAUSTED else \
-        400 if code is grpc.StatusCode.INVALID_ARGUMENT else 502
-    return ApiError(status, f"{stage} failed: {exc.details() or code.name}", kind="upstream_error", code=code.name)
+
+async def _unary(method, request, request_id: str, timeout_s: float):
+    """One unary call of a peer's stub; its failure as the RoleError of its status."""
+    try:
+        return await method(request, timeout=timeout_s, metadata=metadata(request_id))
+    except grpc.aio.AioRpcError as exc:
+        raise role_error(exc) from exc
 
 
 class Peers:
@@ -72,22 +76,44 @@ class Peers:
         await asyncio.gather(*(feed.close() for feed in self.feeds.values()))
         await asyncio.gather(*(c.close() for c in self._channels.values()))
 
-    def abandon_transfer(self, prefill: PrefillTarget, job: Job) -> None:
+    async def cache_lookup(self, service: str, job: Job, timeout_s: float) -> pb.CacheLookupReply:
+        stubs = self.prefill if self.plan.service(service).role is Role.PREFILL else self.decode
+        return await _unary(stubs[service].CacheLookup, lookup_request(job), job.request_id, timeout_s)
+
+    async def submit_prefill(self, pool: str, request: pb.PrefillRequest, job: Job) -> pb.PrefillReply:
+        """`pool`'s Prefill; made once more with the ids if the pool no longer holds the prompt it named."""
+        call, timeout = self.prefill[pool].Prefill, self.plan.scenario.request_timeout_s
+        try:
+            return await _unary(call, request, job.request_id, timeout)
+        except RoleError as exc:
+            if not not_held(exc):
+                raise
+        self.resends.count(pool)
+        return await _unary(call, resent_whole(request, job), job.request_id, timeout)
+
+    async def cancel_transfer(self, pool: str, request_id: str, reason: str) -> bool:
+        reply = await _unary(self.prefill[pool].CancelTransfer, pb.CancelRequest(request_id=request_id, reason=reason),
+                             request_id, CALL_TIMEOUT_S)
+        return reply.cancelled
+
+    async def set_limit(self, service: str, request_id: str, limit: int | None) -> None:
+        request = pb.LimitRequest(request_id=request_id, limit=-1 if limit is None else limit)
+        await _unary(self.decode[service].SetLimit, request, request_id, CALL_TIMEOUT_S)
+
+    def abandon_transfer(self, pool: str, job: Job) -> None:
         """The request ended before its KV landed: stop the bytes nobody will read.
 
         Without this a failed or abandoned request's transfer keeps its place on the WAN, so after
         a partition the line first carries the KV of requests that already timed out.
         """
-        task = asyncio.ensure_future(self._cancel_transfer(prefill, job))
+        task = asyncio.ensure_future(self._cancel_transfer(pool, job))
         self._cancels.add(task)
         task.add_done_callback(self._cancels.discard)
 
-    async def _cancel_transfer(self, prefill: PrefillTarget, job: Job) -> None:
+    async def _cancel_transfer(self, pool: str, job: Job) -> None:
         try:
-            await self.prefill[prefill.name].CancelTransfer(
-                pb.CancelRequest(request_id=job.request_id, reason="the request ended"), timeout=5.0,
-                metadata=metadata(job.request_id))
-        except grpc.aio.AioRpcError:
+            await self.cancel_transfer(pool, job.request_id, "the request ended")
+        except RoleError:
             pass  # prefill is gone too: nothing of this request is being sent
 
     def services(self, *roles: Role) -> list[ServicePlan]:
@@ -97,45 +123,3 @@ class Peers:
         pools = self.services(Role.PREFILL)
         self._next_prefill = (self._next_prefill + 1) % len(pools)
         return pools[self._next_prefill]
-
-    async def best_decode(self, job: Job, roles: tuple[Role, ...]) -> tuple[ServicePlan, int]:
-        """The decode pool holding the longest prefix of the prompt (ties: least loaded).
-
-        A pool that does not answer is skipped; when none answers, the request fails with its status.
-        """
-        candidates = self.services(*roles)
-        answered, replies = await self._lookups(job, candidates, self.decode, timeout_s=5.0)
-        if not answered:
-            raise map_rpc_error(replies[0], f"cache lookup at {candidates[0].name}")
-        for service, _ in answered:
-            looked_up(job, service.name)
-        best = max(answered, key=lambda cr: (cr[1].hit_tokens, -cr[1].load))
-        job.instances[best[0].name] = best[1].instance
-        return best[0], best[1].hit_tokens
-
-    async def best_prefill(self, job: Job, default: ServicePlan) -> ServicePlan:
-        """The prefill pool holding the longest prefix of the prompt (ties: least loaded).
-
-        With one pool there is nothing to choose and no lookup; when none answers, `default`
-        (prefill_any then passes an unreachable pool over).
-        """
-        pools = self.services(Role.PREFILL)
-        if len(pools) < 2:
-            return default
-        answered, _ = await self._lookups(job, pools, self.prefill, timeout_s=2.0)
-        if not answered:
-            return default
-        for service, _ in answered:
-            looked_up(job, service.name)
-        return max(answered, key=lambda cr: (cr[1].hit_tokens, -cr[1].load))[0]
-
-    async def _lookups(self, job: Job, services: list[ServicePlan], stubs: dict, timeout_s: float):
-        """Every service's CacheLookup reply, concurrently: (service, reply) of those that answered, and all replies."""
-        request = lookup_request(job)
-        replies = await asyncio.gather(*(
-            stubs[s.name].CacheLookup(request, timeout=timeout_s, metadata=metadata(job.request_id))
-            for s in services), return_exceptions=True)
-        for reply in replies:
-            if isinstance(reply, BaseException) and not isinstance(reply, grpc.aio.AioRpcError):
-                raise reply
-        return [(s, r) for s, r in zip(services, replies) if not isinstance(r, BaseException)], replies

@@ -3,28 +3,29 @@
 Each pipeline is an async generator of `Token` values followed by one
 `Finished` carrying the `pdd` stats (docs/mesh.md §Request flow). The decode
 stream is opened before prefill starts so the decode side is waiting when the
-KV announce arrives; every step runs under the request's deadline.
+KV announce arrives; every step runs under the request's deadline. The
+pipelines are cores: they reach the pools through `RouterPeers` (services/roles.py,
+adapted by services/router/peers.py), meet a pool's failure as a RoleError and
+fail the request with its ApiError (services/router/failures.py); their clock
+is the job's.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, NoReturn
 
-import grpc
-
 from services.scenario.plan import ServicePlan
 from services.engine.tokens import prompt_fingerprint
-from services.router.api import ApiError
-from services.router.feed import DecodeStream, Token
+from services.roles import DecodeStream, RouterPeers as Peers, Token  # Peers: the Protocol; peers.py adapts it
+from services.router.failures import ApiError, api_error, from_a_peer
 from services.router.intake import PromptIds
-from services.router.peers import Peers, map_rpc_error
+from services.router.placement import best_decode, best_prefill
 from services.router.prefill_target import PrefillTarget, no_prefill_reachable, prefill_any
 from services.router.stats import PddStats
-from services.rpc import pb
-from services.types import Degraded, Mode, Pipeline, Role
+from services.rpc.messages import pb
+from services.types import Clock, Degraded, Mode, Pipeline, Role, RoleError, unix_time
 
 
 @dataclass
@@ -51,6 +52,7 @@ class Job:
     # A retry under another id (dataclasses.replace) shares it: each held prompt is taken once.
     holders: dict[str, str] = field(default_factory=dict)
     fingerprint: int | None = None  # the prompt's (services/engine/tokens.py), computed once per request
+    clock: Clock = unix_time  # stamps the timeline
 
     def __post_init__(self) -> None:
         if not isinstance(self.prompt, PromptIds):
@@ -59,7 +61,7 @@ class Job:
             self.fingerprint = prompt_fingerprint(self.prompt.ids)
 
     def mark(self, stage: str) -> None:
-        self.timeline[stage] = time.time()
+        self.timeline[stage] = self.clock()
 
 
 def base_stats(mode: Mode, pipeline: Pipeline) -> PddStats:
@@ -97,7 +99,7 @@ async def prefill_here(peers: Peers, job: Job, mode: Mode, service: ServicePlan 
     `service` None: the colocated pool holding the longest prefix of the prompt.
     """
     if service is None:
-        service, _ = await peers.best_decode(job, (Role.COLOCATED,))
+        service, _ = await best_decode(peers, job, (Role.COLOCATED,))
     stats = base_stats(mode, Pipeline.COLOCATED)
     # A degraded retry runs under its own id: the cancelled streams of the first attempt may still be
     # unwinding at the router's feed and at the pool, and must not take this stream's tokens.
@@ -107,8 +109,8 @@ async def prefill_here(peers: Peers, job: Job, mode: Mode, service: ServicePlan 
     try:
         async for token in stream_decode(peers.generate(service.name, request, job), job, stats):
             yield token
-    except grpc.aio.AioRpcError as exc:
-        raise map_rpc_error(exc, "generation" if degraded is None else f"generation at {service.name}") from exc
+    except RoleError as exc:
+        raise api_error(exc, "generation" if degraded is None else f"generation at {service.name}") from exc
     stats.prefill_hit_tokens = stats.decode_hit_tokens
     stats.degraded = degraded
     job.mark("finished")
@@ -128,7 +130,7 @@ def start_prefill(peers: Peers, job: Job, target: str, hit: int, secondary: str 
 
 async def _prefill(peers: Peers, request: pb.PrefillRequest, job: Job, prefill: PrefillTarget) -> pb.PrefillReply:
     """Prefill on the pool holding the longest prefix (several pools), passing an unreachable one over."""
-    prefill.service = await peers.best_prefill(job, prefill.service)
+    prefill.service = await best_prefill(peers, job, prefill.service)
     return await prefill_any(peers, request, job, prefill)
 
 
@@ -144,15 +146,18 @@ def cancel_on_failure(call: asyncio.Future, *streams) -> None:
 def raise_pipeline_error(exc: BaseException, prefill_call: asyncio.Future, stage: str) -> NoReturn:
     """Raise a pipeline's failure as the client should see it.
 
-    A failed prefill explains whatever the decoder reported after it, so it is named first; a
-    cancellation (the client left, or the request deadline) stays a cancellation.
+    A failed prefill explains whatever the decoder reported after it, so it is named first, unless
+    the router's own token feed broke (it names itself); a cancellation (the client left, or the
+    request deadline) stays a cancellation.
     """
+    if isinstance(exc, RoleError) and not from_a_peer(exc):
+        raise api_error(exc, stage) from exc
     failure = prefill_call.exception() if prefill_call.done() and not prefill_call.cancelled() else None
     if failure is not None:
-        raise map_rpc_error(failure, "prefill") from exc
+        raise api_error(failure, "prefill") from exc
     if isinstance(exc, asyncio.CancelledError):
         raise exc
-    raise map_rpc_error(exc, stage) from exc
+    raise api_error(exc, stage) from exc
 
 
 def prefill_then_decode(peers: Peers, job: Job, mode: Mode) -> AsyncIterator[Token | Finished]:
@@ -167,7 +172,7 @@ async def run_p_d(peers: Peers, job: Job, mode: Mode, decode: ServicePlan | None
     `decode` None: the decode pool holding the longest prefix of the prompt, and its `hit`.
     """
     if decode is None:
-        decode, hit = await peers.best_decode(job, (Role.DECODE,))
+        decode, hit = await best_decode(peers, job, (Role.DECODE,))
     stats = base_stats(mode, pipeline)
     gen = peers.generate(decode.name, pb.GenerateRequest(
         request_id=job.request_id, max_tokens=job.max_tokens, seed=job.seed, expect_transfer=True,
@@ -180,7 +185,7 @@ async def run_p_d(peers: Peers, job: Job, mode: Mode, decode: ServicePlan | None
             yield token
         reply = await prefill_call
         landed = True
-    except (grpc.aio.AioRpcError, asyncio.CancelledError) as exc:
+    except (RoleError, asyncio.CancelledError) as exc:
         if stats.md_tokens or not no_prefill_reachable(prefill_call, exc):
             raise_pipeline_error(exc, prefill_call, "decode")
     finally:
@@ -188,7 +193,7 @@ async def run_p_d(peers: Peers, job: Job, mode: Mode, decode: ServicePlan | None
         if not prefill_call.done():
             prefill_call.cancel()
         elif not landed and not prefill_call.cancelled() and prefill_call.exception() is None:
-            peers.abandon_transfer(prefill, job)
+            peers.abandon_transfer(prefill.name, job)
     if not landed:  # no prefill pool answered and nothing was sent yet: the decode pool prefills it itself
         async for item in prefill_here(peers, job, mode, decode, Degraded.NO_PREFILL.value):
             yield item

@@ -21,6 +21,8 @@ STATUS = {
     ErrorKind.EXHAUSTED: grpc.StatusCode.RESOURCE_EXHAUSTED,
     ErrorKind.NOT_FOUND: grpc.StatusCode.NOT_FOUND,
     ErrorKind.DEADLINE: grpc.StatusCode.DEADLINE_EXCEEDED,
+    ErrorKind.CANCELLED: grpc.StatusCode.CANCELLED,
+    ErrorKind.FAILED: grpc.StatusCode.UNKNOWN,
 }
 _KIND = {code: kind for kind, code in STATUS.items()}
 
@@ -40,5 +42,7 @@ async def answer(context: grpc.aio.ServicerContext, call: Awaitable[T]) -> T:
 
 
 def role_error(exc: grpc.aio.AioRpcError) -> RoleError:
-    """A peer's failed call as the calling core sees it; a status with no kind of its own is UNAVAILABLE."""
-    return RoleError(_KIND.get(exc.code(), ErrorKind.UNAVAILABLE), exc.details() or exc.code().name)
+    """A peer's failed call as the calling core sees it, naming its status; a status with no kind of its own
+    (INTERNAL, UNIMPLEMENTED...) is FAILED, so a retry elsewhere is asked for by UNAVAILABLE alone."""
+    code = exc.code()
+    return RoleError(_KIND.get(code, ErrorKind.FAILED), exc.details() or code.name, code.name)

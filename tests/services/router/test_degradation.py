@@ -12,10 +12,12 @@ from services.router.api import ApiError
 from services.router.pdd import _relay_load, relay_dispatches
 from services.router.peers import Peers
 from services.router.pipelines import Job, raise_pipeline_error
+from services.router.placement import best_decode, best_prefill
 from services.router.degraded import relay_retry, retried_on_relay
 from services.router.prefill_target import PrefillTarget, no_prefill_reachable, prefill_any
 from services.scenario import load_scenario
-from services.types import Role
+from services.rpc.errors import role_error
+from services.types import ErrorKind, Role, RoleError
 from services.rpc import pb
 from services.scenario.sizing import instance_sizing
 
@@ -54,14 +56,14 @@ def _two_decode_pools():
 async def test_a_decode_pool_that_does_not_answer_is_skipped():
     peers = _two_decode_pools()
     peers.decode = {"decode": _Lookup(None), "decode-b": _Lookup(12)}
-    service, hit = await peers.best_decode(Job("r", [1, 2, 3], 4, 0, 0.0), (Role.DECODE,))
+    service, hit = await best_decode(peers, Job("r", [1, 2, 3], 4, 0, 0.0), (Role.DECODE,))
     assert (service.name, hit) == ("decode-b", 12)
 
 
 async def test_when_no_decode_pool_answers_the_request_fails_with_503():
     peers = _peers("pd-cross-mini", decode=_Lookup(None))
     with pytest.raises(ApiError) as failure:
-        await peers.best_decode(Job("r", [1, 2, 3], 4, 0, 0.0), (Role.DECODE,))
+        await best_decode(peers, Job("r", [1, 2, 3], 4, 0, 0.0), (Role.DECODE,))
     assert failure.value.status == 503 and "cache lookup at decode failed" in failure.value.message
 
 
@@ -79,18 +81,23 @@ def _rpc_error(code: grpc.StatusCode, details: str) -> grpc.aio.AioRpcError:
     return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details=details)
 
 
+def _failed(code: grpc.StatusCode, details: str) -> RoleError:
+    """A peer's failed call as the Peers adapter hands it to the pipelines."""
+    return role_error(_rpc_error(code, details))
+
+
 async def test_a_failed_prefill_is_named_before_the_decoders_error():
     prefill = asyncio.get_running_loop().create_future()
-    prefill.set_exception(_rpc_error(grpc.StatusCode.UNAVAILABLE, "prefill went away"))
+    prefill.set_exception(_failed(grpc.StatusCode.UNAVAILABLE, "prefill went away"))
     with pytest.raises(ApiError) as failure:
-        raise_pipeline_error(_rpc_error(grpc.StatusCode.DEADLINE_EXCEEDED, "no KV"), prefill, "decode")
+        raise_pipeline_error(_failed(grpc.StatusCode.DEADLINE_EXCEEDED, "no KV"), prefill, "decode")
     assert failure.value.status == 503 and failure.value.message == "prefill failed: prefill went away"
 
 
 async def test_the_decoders_error_when_prefill_is_fine_and_a_cancellation_stays_one():
     prefill = asyncio.get_running_loop().create_future()
     with pytest.raises(ApiError) as failure:
-        raise_pipeline_error(_rpc_error(grpc.StatusCode.DEADLINE_EXCEEDED, "no KV"), prefill, "relay decode")
+        raise_pipeline_error(_failed(grpc.StatusCode.DEADLINE_EXCEEDED, "no KV"), prefill, "relay decode")
     assert failure.value.status == 504 and failure.value.message == "relay decode failed: no KV"
     prefill.set_result(None)
     with pytest.raises(asyncio.CancelledError):
@@ -124,8 +131,9 @@ async def test_when_every_prefill_pool_is_down_the_request_fails_with_503():
     peers = _two_prefill_pools()
     peers.prefill = {"prefill": _Prefill(None), "prefill-b": _Prefill(None)}
     target = PrefillTarget(peers.plan.service("prefill-b"))
-    with pytest.raises(grpc.aio.AioRpcError):
+    with pytest.raises(RoleError) as failure:
         await prefill_any(peers, pb.PrefillRequest(), Job("r", [1, 2], 4, 0, 0.0), target)
+    assert failure.value.kind is ErrorKind.UNAVAILABLE
     assert peers.prefill["prefill"].calls == peers.prefill["prefill-b"].calls == 1
 
 
@@ -134,22 +142,22 @@ async def test_only_a_prefill_no_pool_answered_lets_the_decode_pool_prefill_itse
 
     def failed(code: grpc.StatusCode) -> asyncio.Future:
         call = loop.create_future()
-        call.set_exception(_rpc_error(code, "x"))
+        call.set_exception(_failed(code, "x"))
         return call
 
     unreachable = failed(grpc.StatusCode.UNAVAILABLE)
-    assert no_prefill_reachable(unreachable, _rpc_error(grpc.StatusCode.CANCELLED, "cancelled by prefill"))
+    assert no_prefill_reachable(unreachable, _failed(grpc.StatusCode.CANCELLED, "cancelled by prefill"))
     for refused in (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.INVALID_ARGUMENT,
                     grpc.StatusCode.FAILED_PRECONDITION):  # prefill's own answers are the request's
         assert not no_prefill_reachable(failed(refused), asyncio.CancelledError())
     running = loop.create_future()  # the decoder failed while prefill still works
-    assert not no_prefill_reachable(running, _rpc_error(grpc.StatusCode.UNAVAILABLE, "decode went away"))
+    assert not no_prefill_reachable(running, _failed(grpc.StatusCode.UNAVAILABLE, "decode went away"))
     running.cancel()
 
 
 async def test_a_cancelled_request_is_never_retried_without_prefill():
     unreachable = asyncio.get_running_loop().create_future()
-    unreachable.set_exception(_rpc_error(grpc.StatusCode.UNAVAILABLE, "x"))
+    unreachable.set_exception(_failed(grpc.StatusCode.UNAVAILABLE, "x"))
 
     waiting = asyncio.Event()
 
@@ -194,7 +202,7 @@ async def test_the_prefill_pool_holding_the_longest_prefix_takes_the_request():
     peers = _with_a_second_pool("pd-intra-mini", 0, "prefill-b")
     default = peers.services(Role.PREFILL)[0]
     peers.prefill = {"prefill": _Lookup(0, load=0.0), "prefill-b": _Lookup(512, load=0.3)}
-    chosen = await peers.best_prefill(Job("r", [1, 2, 3], 4, 0, 0.0), default)
+    chosen = await best_prefill(peers, Job("r", [1, 2, 3], 4, 0, 0.0), default)
     assert chosen.name == "prefill-b"
     peers.prefill = {"prefill": _Lookup(None), "prefill-b": _Lookup(None)}  # none answers: the default
-    assert await peers.best_prefill(Job("r", [1, 2, 3], 4, 0, 0.0), default) is default
+    assert await best_prefill(peers, Job("r", [1, 2, 3], 4, 0, 0.0), default) is default

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 
+import grpc
 import pytest
 
-from services.router.api import ApiError
+from services.router.failures import api_error
 from services.router.feed import DecodeStream, Token, TokenFeed
 from services.rpc import TOKEN_FEED_METADATA, pb
+from services.types import ErrorKind, RoleError
 
 
 class _Call:
@@ -24,6 +26,8 @@ class _Call:
         for event in self.events:
             if self.gate is not None:
                 await self.gate.wait()
+            if isinstance(event, BaseException):
+                raise event
             yield event
 
     def cancel(self) -> bool:
@@ -87,6 +91,21 @@ async def test_a_broken_feed_fails_its_streams_instead_of_leaving_them_waiting()
     await asyncio.sleep(0)
     feed.routes["r3"].put(Token(0, 1))
     feed._fail_all("the service restarted")
-    with pytest.raises(ApiError) as failure:
+    with pytest.raises(RoleError) as failure:
         await asyncio.wait_for(reading, 5)
-    assert failure.value.status == 502 and "token feed from decode broke" in failure.value.message
+    assert failure.value.kind is ErrorKind.FAILED and failure.value.code is None  # the router's side broke
+    error = api_error(failure.value, "decode")  # it names itself, as it always has
+    assert (error.status, error.code) == (502, None)
+    assert error.message == "token feed from decode broke (the service restarted)"
+
+
+@pytest.mark.parametrize("feed_open", [True, False])
+async def test_a_failed_call_reaches_the_reader_as_the_role_error_of_its_status(feed_open):
+    refused = grpc.aio.AioRpcError(grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.aio.Metadata(), grpc.aio.Metadata(),
+                                   details="engine full")
+    stub = _Stub(_Call([refused]))
+    feed = _open_feed(stub) if feed_open else TokenFeed(stub, "decode")
+    with pytest.raises(RoleError) as failure:
+        await asyncio.wait_for(_collect(DecodeStream(stub, pb.GenerateRequest(request_id="r4"), feed)), 5)
+    assert (failure.value.kind, failure.value.message, failure.value.code) == \
+        (ErrorKind.EXHAUSTED, "engine full", "RESOURCE_EXHAUSTED")

@@ -37,9 +37,9 @@ async def test_a_burst_that_looked_the_relay_up_together_does_not_overfill_it(mo
     peers.decode = {relay_plan.name: _Relay(burst)}
     peers.kv_bytes_per_token = 1 << 20  # every transfer long: each request wants the relay
 
-    async def best_decode(job, roles):
+    async def best_decode(peers, job, roles):
         return md_plan, 0
-    peers.best_decode = best_decode
+    monkeypatch.setattr(pdd_module, "best_decode", best_decode)
     chosen, held, release = [], [], asyncio.Event()
 
     async def pipeline(name):
@@ -74,9 +74,9 @@ async def test_only_a_request_with_a_long_transfer_asks_the_relay(monkeypatch):
     relay = _Relay(burst=1)
     peers.decode = {relay_plan.name: relay}
 
-    async def best_decode(job, roles):
+    async def best_decode(peers, job, roles):
         return md_plan, 0
-    peers.best_decode = best_decode
+    monkeypatch.setattr(pdd_module, "best_decode", best_decode)
     chosen = []
 
     async def pipeline(name):

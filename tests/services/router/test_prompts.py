@@ -9,11 +9,12 @@ from services.launcher.plan import build_plan
 from services.router.peers import Peers
 from services.router.pipelines import Job
 from services.router.prefill_target import PrefillTarget, prefill_any
-from services.router.prompts import Resends, ResendingDecodeStub, looked_up, prompt_fields
+from services.router.prompts import Resends, looked_up, prompt_fields
+from services.router.resend import ResendingDecodeStub
 from services.rpc import pb
 from services.rpc.prompts import NOT_HELD
 from services.scenario import load_scenario
-from services.types import Role
+from services.types import ErrorKind, Role, RoleError
 
 
 def _rpc_error(code: grpc.StatusCode, details: str) -> grpc.aio.AioRpcError:
@@ -79,8 +80,9 @@ async def test_a_prefill_refusal_of_another_kind_is_not_resent():
     peers.prefill = {"prefill": _Prefill(refused)}
     job = Job("r", [1, 2, 3], 4, 0, 0.0)
     looked_up(job, "prefill")
-    with pytest.raises(grpc.aio.AioRpcError, match="draining"):
+    with pytest.raises(RoleError, match="draining") as failure:
         await prefill_any(peers, pb.PrefillRequest(request_id="r"), job, PrefillTarget(peers.plan.service("prefill")))
+    assert failure.value.kind is ErrorKind.PRECONDITION and failure.value.code == "FAILED_PRECONDITION"
     assert len(peers.prefill["prefill"].requests) == 1 and peers.resends.by_service == {}
 
 

@@ -22,12 +22,12 @@ def test_every_kind_has_its_own_status_and_comes_back_as_itself():
     assert set(STATUS) == set(ErrorKind) and len(set(STATUS.values())) == len(ErrorKind)
     for kind, code in STATUS.items():
         back = role_error(_rpc_error(code, "why"))
-        assert back.kind is kind and back.message == "why"
+        assert back.kind is kind and back.message == "why" and back.code == code.name
 
 
-def test_a_status_without_a_kind_is_unavailable_named_by_its_code():
-    back = role_error(_rpc_error(grpc.StatusCode.CANCELLED))
-    assert back.kind is ErrorKind.UNAVAILABLE and back.message == "CANCELLED"
+def test_a_status_without_a_kind_fails_named_by_its_code():
+    back = role_error(_rpc_error(grpc.StatusCode.INTERNAL))
+    assert back.kind is ErrorKind.FAILED and back.message == "INTERNAL" and back.code == "INTERNAL"
 
 
 async def test_answer_aborts_with_the_status_of_the_cores_error():
