@@ -13,7 +13,6 @@ before the handoff, the relay is told to finish the request (a fallback).
 from __future__ import annotations
 
 import asyncio
-import collections
 from typing import AsyncIterator, Callable
 
 from services.roles import RouterPeers as Peers  # the Protocol; services/router/peers.py adapts it
@@ -27,11 +26,11 @@ from services.router.pipelines import (
 from services.router.placement import best_decode
 from services.router.prefill_target import no_prefill_reachable
 from services.router.prompts import looked_up
+from services.router.relay_slot import RelaySlot, load_with_dispatches, relay_dispatches
 from services.router.policy import PipelinePolicy
 from services.router.policy_stream import PrefillChunks
 from services.router.stats import PolicyNote
 from services.rpc.messages import pb
-from services.scenario.sizing import instance_sizing
 from services.types import Degraded, Mode, Pipeline, Role, RoleError
 
 
@@ -44,40 +43,9 @@ async def _lookup_relay(peers: Peers, job: Job):
         return None, 0, None  # an unreachable relay: the policy routes P-MD
     for r in relays:
         looked_up(job, r.name)
-    relay, reply = min(zip(relays, replies), key=lambda rr: _relay_load(peers, rr[0], rr[1].load))
+    relay, reply = min(zip(relays, replies), key=lambda rr: load_with_dispatches(peers, rr[0], rr[1].load))
     job.instances[relay.name] = reply.instance
     return relay, reply.hit_tokens, reply.load
-
-
-def relay_dispatches(peers: Peers) -> collections.Counter:
-    """Requests this router has sent to each relay whose relay stream has not ended yet."""
-    if getattr(peers, "relayed", None) is None:
-        peers.relayed = collections.Counter()
-    return peers.relayed
-
-
-class RelaySlot:
-    """One request counted against a relay from the moment the router chooses it until the relay's part ends."""
-
-    def __init__(self, dispatches: collections.Counter, relay: str) -> None:
-        self.dispatches, self.relay, self.held = dispatches, relay, True
-        dispatches[relay] += 1
-
-    def release(self) -> None:
-        if self.held:
-            self.held = False
-            self.dispatches[self.relay] -= 1
-
-
-def _relay_load(peers: Peers, relay, reported: float) -> float:
-    """The higher of the relay's own load and the load this router's dispatches make.
-
-    A relay counts a request only once its KV has landed and the engine took it; requests still in
-    prefill are invisible to it, so a burst would all see an idle relay and its queue would grow far
-    past relay_max_load. The router's own count closes that gap (docs/pdd.md §Pipeline choice).
-    """
-    capacity = relay.pool.count * instance_sizing(peers.plan.scenario, relay.pool).max_running
-    return max(reported, relay_dispatches(peers)[relay.name] / capacity)
 
 
 def policy_of(peers: Peers) -> PipelinePolicy:
@@ -95,7 +63,7 @@ async def pdd(peers: Peers, job: Job, mode: Mode) -> AsyncIterator[Token | Finis
         if down.status not in (503, 504):  # unreachable, or not answering its lookup in time
             raise
         relay, relay_hit, reported_load = await _lookup_relay(peers, job)
-        relay_load = None if relay is None else _relay_load(peers, relay, reported_load)
+        relay_load = None if relay is None else load_with_dispatches(peers, relay, reported_load)
         async for item in relay_alone(peers, job, mode, relay, relay_hit, relay_load, relay_dispatches(peers), down):
             yield item
         return
@@ -110,7 +78,7 @@ async def pdd(peers: Peers, job: Job, mode: Mode) -> AsyncIterator[Token | Finis
         await _lookup_relay(peers, job)
     # The router's dispatch count is read after the lookups' awaits and taken in the same step: a burst
     # whose lookups all ran before any of them was dispatched would otherwise all see the same idle relay.
-    relay_load = None if relay is None else _relay_load(peers, relay, reported_load)
+    relay_load = None if relay is None else load_with_dispatches(peers, relay, reported_load)
     choice = policy.choose(missing, relay_load, parts)
     slot = RelaySlot(relay_dispatches(peers), relay.name) if choice.pipeline is Pipeline.P_RLD_MD else None
     queued_at_send = policy.in_flight_bytes
@@ -151,7 +119,7 @@ async def pdd(peers: Peers, job: Job, mode: Mode) -> AsyncIterator[Token | Finis
     if failed is not None:
         if relay is None:  # a short transfer skipped the relay's lookup: it is asked now, for the retry
             relay, relay_hit, reported_load = await _lookup_relay(peers, job)
-        relay_load = None if relay is None else _relay_load(peers, relay, reported_load)
+        relay_load = None if relay is None else load_with_dispatches(peers, relay, reported_load)
         async for item in relay_alone(peers, relay_retry(job), mode, relay, relay_hit, relay_load,
                                       relay_dispatches(peers), failed, "main decode failed before its first token",
                                       Degraded.MAIN_PATH_FAILED):

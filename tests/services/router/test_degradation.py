@@ -9,7 +9,7 @@ import pytest
 
 from services.launcher.plan import build_plan
 from services.router.api import ApiError
-from services.router.pdd import _relay_load, relay_dispatches
+from services.router.relay_slot import load_with_dispatches, relay_dispatches
 from services.router.peers import Peers
 from services.router.pipelines import Job, raise_pipeline_error
 from services.router.placement import best_decode, best_prefill
@@ -71,10 +71,10 @@ def test_the_relay_load_counts_requests_sent_its_way_before_it_sees_them():
     peers = _peers("pdd-mini")
     relay = peers.plan.service("relay-decode")
     capacity = relay.pool.count * instance_sizing(peers.plan.scenario, relay.pool).max_running
-    assert _relay_load(peers, relay, 0.1) == 0.1
+    assert load_with_dispatches(peers, relay, 0.1) == 0.1
     relay_dispatches(peers)[relay.name] += capacity  # a burst the relay has not admitted yet
-    assert _relay_load(peers, relay, 0.1) == 1.0  # saturated: the policy now routes P-MD
-    assert _relay_load(peers, relay, 1.5) == 1.5  # the relay's own figure wins when it is higher
+    assert load_with_dispatches(peers, relay, 0.1) == 1.0  # saturated: the policy now routes P-MD
+    assert load_with_dispatches(peers, relay, 1.5) == 1.5  # the relay's own figure wins when it is higher
 
 
 def _rpc_error(code: grpc.StatusCode, details: str) -> grpc.aio.AioRpcError:
