@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from services.kv.frames import FrameError, read_body, read_header
@@ -49,9 +50,16 @@ class Transfer:
         return self.finished_at - self.announced_at
 
 
+ENDED_KEPT = 4096  # assumed: more requests than a decode process ends within a transfer deadline
+
+
 class TransferTable:
     def __init__(self) -> None:
         self._transfers: dict[str, Transfer] = {}
+        # Requests whose wait is over here. A late announce of one (prefill's confirm crossing after
+        # main decode gave up, a retry's first attempt unwinding) would open a transfer nobody awaits.
+        self._ended: OrderedDict[str, None] = OrderedDict()
+        self.late_announces = 0  # announces of such requests: acknowledged, their frames counted as orphans
         self.completed = 0
         self.failed = 0
         self.orphan_frames = 0
@@ -64,8 +72,15 @@ class TransferTable:
         return transfer
 
     def announce(self, request_id: str, frames: int, real_bytes: int, emulated_bytes: int,
-                 first_token: int, num_tokens: int, first_token_pending: bool = False) -> Transfer:
-        """A streamed transfer is announced twice: before prefill (first token pending), then with it."""
+                 first_token: int, num_tokens: int, first_token_pending: bool = False) -> Transfer | None:
+        """A streamed transfer is announced twice: before prefill (first token pending), then with it.
+
+        None for a request whose wait here is over: the sender's other receivers (a relay serving
+        the request on) are not failed for it, and its frames land as orphans.
+        """
+        if request_id in self._ended:
+            self.late_announces += 1
+            return None
         transfer = self.entry(request_id)
         transfer.frames, transfer.real_bytes, transfer.emulated_bytes = frames, real_bytes, emulated_bytes
         transfer.first_token, transfer.num_tokens = first_token, num_tokens
@@ -112,6 +127,10 @@ class TransferTable:
         transfer = self._transfers.pop(request_id, None)
         if transfer is not None and not transfer.done.done():
             transfer.done.cancel()
+        self._ended[request_id] = None
+        if len(self._ended) > ENDED_KEPT:
+            self._ended.popitem(last=False)
+
 
     async def wait(self, request_id: str, timeout_s: float) -> Transfer:
         transfer = self.entry(request_id)

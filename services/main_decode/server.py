@@ -113,6 +113,7 @@ class DecodeService(pb_grpc.DecodeServicer):
         t, role = self.transfers, self.role
         return {"transfers_completed": t.completed, "transfers_failed": t.failed, "transfers_pending": t.pending,
                 "kv_bytes_received": t.bytes_received, "orphan_frames": t.orphan_frames,
+                "late_announces": t.late_announces,
                 "bad_frames": self.receiver.bad_frames, **self.receiver.stats(),
                 "relayed": len(self.relay.requests),
                 "relay_handoffs": self.relay.handoffs, "relay_finished_here": self.relay.finished_here,

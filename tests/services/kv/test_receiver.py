@@ -38,3 +38,20 @@ def test_a_failed_transfer_still_fails_a_later_waiter():
             await table.wait("r1", timeout_s=5.0)
 
     run_virtual(main())
+
+
+def test_an_announce_after_the_wait_ended_opens_nothing():
+    """Prefill's confirm (or a retried request's first attempt) can cross after main decode gave up."""
+    async def main() -> None:
+        table = TransferTable()
+        table.announce("r1", frames=4, real_bytes=1024, emulated_bytes=1 << 20, first_token=-1, num_tokens=16,
+                       first_token_pending=True)
+        with pytest.raises(TransferFailed):
+            await table.wait("r1", timeout_s=0.5)
+        table.discard("r1")
+        assert table.announce("r1", frames=4, real_bytes=1024, emulated_bytes=1 << 20, first_token=7,
+                              num_tokens=16) is None
+        table.on_frame("r1", 0, 4, 256)
+        assert table.pending == 0 and table.late_announces == 1 and table.orphan_frames == 1
+
+    run_virtual(main())
