@@ -104,14 +104,16 @@ def still_working(run: SimulatedRun) -> list[str]:
 
 def busy(services: dict[str, dict]) -> list[str]:
     """What the services' stats show at work: a request the router still counts, a sequence an engine
-    holds, a transfer still sending."""
+    holds, a transfer still sending or still awaited, a request a relay still holds."""
     found = [f"router: {services['router']['inflight']} requests in flight"] if services["router"]["inflight"] else []
     for name, stats in services.items():
         for instance, engine in stats.get("instances", {}).items():
             if engine["running"] or engine["waiting"]:
                 found.append(f"{instance}: {engine['running']} sequences running, {engine['waiting']} waiting")
-        if stats.get("transfers_in_flight"):
-            found.append(f"{name}: {stats['transfers_in_flight']} KV transfers in flight")
+        for key, what in (("transfers_in_flight", "KV transfers in flight"), ("transfers_pending", "KV transfers "
+                          "announced and not landed"), ("relayed", "requests the relay still holds")):
+            if stats.get(key):  # the chaos runs' leak check (services/chaos/resources.py) reads the same keys
+                found.append(f"{name}: {stats[key]} {what}")
     return found
 
 

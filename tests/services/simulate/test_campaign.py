@@ -97,11 +97,12 @@ def test_work_left_in_progress_at_the_end_is_reported():
     at_s, services = run.snapshots[-1]
     assert still_working(run) == []
     busy = {**services, "router": {**services["router"], "inflight": 1},
-            "main-decode": {**services["main-decode"],
+            "main-decode": {**services["main-decode"], "transfers_pending": 1,
                             "instances": {"main-decode-0": {"running": 2, "waiting": 0}}}}
     problems = still_working(dataclasses.replace(run, snapshots=[*run.snapshots[:-1], (at_s, busy)]))
     assert problems == [f"not at rest at the end ({at_s:g} s): router: 1 requests in flight",
-                        f"not at rest at the end ({at_s:g} s): main-decode-0: 2 sequences running, 0 waiting"]
+                        f"not at rest at the end ({at_s:g} s): main-decode-0: 2 sequences running, 0 waiting",
+                        f"not at rest at the end ({at_s:g} s): main-decode: 1 KV transfers announced and not landed"]
 
 
 class _Draining:
