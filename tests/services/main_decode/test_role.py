@@ -8,16 +8,14 @@ import pytest
 
 from services.engine.sequence import TokenEvent
 from services.engine.tokens import output_token, prompt_fingerprint
-from services.instances import RoleProcess
 from services.kv.receiver import TransferTable
-from services.launcher.plan import build_plan
 from services.main_decode.role import MainDecodeRole
 from services.relay_decode.relay import RelayLedger, StopWhen
 from services.rpc import pb
 from services.rpc.ids import pack_ids
-from services.scenario import load_scenario
 from services.types import ErrorKind, RoleError
 from tests.services.engine.conftest import prompt
+from tests.services.role_process import running_process
 
 SEED, OUTPUT = 3, 8
 
@@ -44,13 +42,8 @@ class FakeRelay:
 
 @pytest.fixture
 async def main_decode():
-    plan = build_plan(load_scenario("pdd-mini", ()))
-    process = RoleProcess(plan, plan.service("main-decode"))
-    for engine in process.engines:
-        await engine.start()
-    yield process
-    for engine in process.engines:
-        await engine.stop()
+    async with running_process("pdd-mini", "main-decode") as process:
+        yield process
 
 
 def _expected(ids: list[int], vocab: int) -> list[int]:

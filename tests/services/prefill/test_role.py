@@ -5,16 +5,14 @@ from __future__ import annotations
 import pytest
 
 from services.engine.tokens import output_token, prompt_fingerprint
-from services.instances import RoleProcess
 from services.kv.receiver import ShipRefused
 from services.kv.shipper import Shipment
-from services.launcher.plan import build_plan
 from services.prefill.role import PrefillRole
 from services.rpc import pb
 from services.rpc.ids import pack_ids
-from services.scenario import load_scenario
 from services.types import ErrorKind, RoleError
 from tests.services.engine.conftest import prompt
+from tests.services.role_process import running_process
 
 SEED = 5
 
@@ -40,13 +38,8 @@ class FakeShipper:
 
 @pytest.fixture
 async def prefill():
-    plan = build_plan(load_scenario("pdd-mini", ()))
-    process = RoleProcess(plan, plan.service("prefill"))
-    for engine in process.engines:
-        await engine.start()
-    yield process
-    for engine in process.engines:
-        await engine.stop()
+    async with running_process("pdd-mini", "prefill") as process:
+        yield process
 
 
 def _request(ids: list[int], **targets) -> pb.PrefillRequest:
