@@ -23,7 +23,7 @@ from services.engine.pool import InstancePool
 from services.engine.prefix_cache import block_hashes
 from services.engine.roofline import RooflineClock
 from services.engine.scheduler import Engine, EngineConfig, SequenceHandle
-from services.engine.sequence import FinishedEvent, TokenEvent
+from services.engine.sequence import EngineFull, FinishedEvent, Sequence, TokenEvent
 from services.engine.tokens import prompt_fingerprint
 from services.scenario.plan import MeshPlan, ServicePlan
 from services.http_limits import HttpLimits, start_http
@@ -132,6 +132,16 @@ class RoleProcess:
         self.prompts_hashed += 1
         return Prompt(ids, block_hashes(ids, self.engines[0].block_size),
                       request.prompt_fingerprint or prompt_fingerprint(ids))
+
+    @staticmethod
+    def submit(engine: Engine, seq: Sequence) -> SequenceHandle:
+        """`engine.submit(seq)`, or a RoleError: exhausted when it has no room, invalid when it cannot take it."""
+        try:
+            return engine.submit(seq)
+        except EngineFull as exc:
+            raise RoleError(ErrorKind.EXHAUSTED, str(exc)) from None
+        except ValueError as exc:
+            raise RoleError(ErrorKind.INVALID, str(exc)) from None
 
     def received(self, request) -> Prompt:
         """`prompt(request)`, or a RoleError: invalid for malformed ids, precondition ("prompt not held",

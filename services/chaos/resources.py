@@ -36,6 +36,11 @@ class Footprint:
     tasks: dict[str, int] = field(default_factory=dict)
 
 
+# What a service still holds at rest, in its /stats: decode-side transfers and relayed requests,
+# prefill's transfers still sending. The fault campaigns read the same (services/simulate/campaign.py).
+WORK_KEYS = ("transfers_pending", "relayed", "transfers_in_flight")
+
+
 def busy_reasons(name: str, role: Role, stats: dict) -> list[str]:
     """Why one service is not at rest; empty when it is."""
     reasons = []
@@ -47,7 +52,7 @@ def busy_reasons(name: str, role: Role, stats: dict) -> list[str]:
         for key in ("running", "waiting", "kv_blocks_used"):
             if s[key]:
                 reasons.append(f"{instance} {key} {s[key]}")
-    for key in ("transfers_pending", "relayed", "transfers_in_flight"):
+    for key in WORK_KEYS:
         if stats.get(key):
             reasons.append(f"{name} {key} {stats[key]}")
     return reasons

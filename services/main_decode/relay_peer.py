@@ -6,11 +6,9 @@ core decides on kinds (not_found: the relay never had the request) and never see
 
 from __future__ import annotations
 
-import grpc
-
 from services.relay_decode.relay import StopWhen
-from services.rpc import metadata, pb, pb_grpc
-from services.rpc.errors import role_error
+from services.rpc import pb, pb_grpc
+from services.rpc.errors import unary
 
 RPC_TIMEOUT_S = 15.0
 
@@ -23,17 +21,11 @@ class GrpcRelayPeer:
                       stop_when: StopWhen | None = None) -> pb.HandoffReply:
         request = pb.HandoffRequest(request_id=request_id, from_position=from_position, stop=stop,
                                     ship_kv_to=ship_kv_to, stop_when=_message(stop_when))
-        try:
-            return await self.stub.Handoff(request, timeout=RPC_TIMEOUT_S, metadata=metadata(request_id))
-        except grpc.aio.AioRpcError as exc:
-            raise role_error(exc) from exc
+        return await unary(self.stub.Handoff, request, request_id, RPC_TIMEOUT_S)
 
     async def set_limit(self, request_id: str, limit: int | None) -> None:
         request = pb.LimitRequest(request_id=request_id, limit=-1 if limit is None else limit)
-        try:
-            await self.stub.SetLimit(request, timeout=RPC_TIMEOUT_S, metadata=metadata(request_id))
-        except grpc.aio.AioRpcError as exc:
-            raise role_error(exc) from exc
+        await unary(self.stub.SetLimit, request, request_id, RPC_TIMEOUT_S)
 
 
 def _message(rule: StopWhen | None) -> pb.StopWhen | None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, AsyncIterator, Callable
 
-from services.engine.scheduler import Engine, SequenceHandle
 from services.engine.sequence import EngineFull, Sequence, TokenEvent
 from services.kv.receiver import TransferFailed, TransferTable
 from services.main_decode.handoff import take_over, take_over_by_kv
@@ -56,15 +55,6 @@ class MainDecodeRole:
     async def cache_lookup(self, request: pb.CacheLookupRequest) -> pb.CacheLookupReply:
         return self.process.cache_lookup(request)
 
-    @staticmethod
-    def _submit(engine: Engine, seq: Sequence) -> SequenceHandle:
-        try:
-            return engine.submit(seq)
-        except EngineFull as exc:
-            raise RoleError(ErrorKind.EXHAUSTED, str(exc)) from None
-        except ValueError as exc:
-            raise RoleError(ErrorKind.INVALID, str(exc)) from None
-
     async def generate(self, request: pb.GenerateRequest,
                        sink: Sink | None = None) -> AsyncIterator[TokenEvent | pb.GenerateEvent]:
         """Engine TokenEvents and then the GenerateEvent carrying the stats; `sink` may take tokens first."""
@@ -80,7 +70,7 @@ class MainDecodeRole:
             raise RoleError(ErrorKind.INVALID, str(exc)) from None
         stats = pb.GenerateStats(instance=self.process.instance_name(engine))
         if not request.expect_transfer:
-            handle = self._submit(engine, Sequence(request_id=rid, context=prompt, prompt_len=len(prompt),
+            handle = self.process.submit(engine, Sequence(request_id=rid, context=prompt, prompt_len=len(prompt),
                                                    kv_tokens=0, generate=request.max_tokens, first_position=0,
                                                    seed=request.seed, block_hashes=hashes, fingerprint=fingerprint))
             async for event in sequence_events(handle, stats, self.ledger, hit_from_engine=True, sink=sink):
@@ -117,7 +107,7 @@ class MainDecodeRole:
                        kv_tokens=len(prompt), generate=request.max_tokens - 1, first_position=1, seed=request.seed,
                        block_hashes=hashes, fingerprint=fingerprint, kv_from=kv_from)
         try:
-            handle = self._submit(engine, seq)
+            handle = self.process.submit(engine, seq)
         except BaseException:
             self.ledger.settle(rid)
             raise
@@ -182,7 +172,7 @@ class MainDecodeRole:
         seq = Sequence(request_id=request.request_id, context=prompt + [first_token], prompt_len=len(prompt),
                        kv_tokens=len(prompt), generate=request.max_tokens - 1, first_position=1, seed=request.seed,
                        block_hashes=received.hashes, fingerprint=received.fingerprint, kv_from=kv_from)
-        async for event in sequence_events(self._submit(engine, seq), stats, self.ledger, hit_from_engine=False,
+        async for event in sequence_events(self.process.submit(engine, seq), stats, self.ledger, hit_from_engine=False,
                                            sink=sink):
             yield event
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from services.engine.sequence import EngineFull, Sequence
+from services.engine.sequence import Sequence
 from services.kv.receiver import ShipRefused
 from services.kv.stream import KvProgress
 from services.rpc.messages import pb
@@ -52,14 +52,9 @@ class PrefillRole:
             except KeyError:
                 raise RoleError(ErrorKind.INVALID, f"no link from {self.me.name} to {target!r}") from None
         engine = self.process.pool.choose(hashes).engine
-        try:
-            handle = engine.submit(Sequence(request_id=rid, context=prompt, prompt_len=len(prompt), kv_tokens=0,
-                                            generate=1, first_position=0, seed=request.seed, block_hashes=hashes,
-                                            fingerprint=received.fingerprint))
-        except EngineFull as exc:
-            raise RoleError(ErrorKind.EXHAUSTED, str(exc)) from None
-        except ValueError as exc:
-            raise RoleError(ErrorKind.INVALID, str(exc)) from None
+        handle = self.process.submit(engine, Sequence(
+            request_id=rid, context=prompt, prompt_len=len(prompt), kv_tokens=0, generate=1, first_position=0,
+            seed=request.seed, block_hashes=hashes, fingerprint=received.fingerprint))
         try:
             if self.process.plan.scenario.kv_streaming:
                 first_token, shipped = await self._prefill_streamed(rid, handle, targets, len(prompt))

@@ -13,14 +13,12 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any, Mapping
 
-import grpc
-
 from services.profiles import load_model
 from services.router.feed import DecodeStream, TokenFeed
 from services.router.prompts import Resends, lookup_request, not_held, resent_whole, with_prompt
 from services.router.resend import ResendingDecodeStub
-from services.rpc import channel, metadata, pb, pb_grpc
-from services.rpc.errors import role_error
+from services.rpc import channel, pb, pb_grpc
+from services.rpc.errors import unary
 from services.scenario.plan import MeshPlan, ServicePlan
 from services.types import Role, RoleError
 
@@ -28,14 +26,6 @@ if TYPE_CHECKING:
     from services.router.pipelines import Job
 
 CALL_TIMEOUT_S = 5.0  # a relay's cap, a transfer's cancellation: small calls that answer at once
-
-
-async def _unary(method, request, request_id: str, timeout_s: float):
-    """One unary call of a peer's stub; its failure as the RoleError of its status."""
-    try:
-        return await method(request, timeout=timeout_s, metadata=metadata(request_id))
-    except grpc.aio.AioRpcError as exc:
-        raise role_error(exc) from exc
 
 
 class Peers:
@@ -78,27 +68,27 @@ class Peers:
 
     async def cache_lookup(self, service: str, job: Job, timeout_s: float) -> pb.CacheLookupReply:
         stubs = self.prefill if self.plan.service(service).role is Role.PREFILL else self.decode
-        return await _unary(stubs[service].CacheLookup, lookup_request(job), job.request_id, timeout_s)
+        return await unary(stubs[service].CacheLookup, lookup_request(job), job.request_id, timeout_s)
 
     async def submit_prefill(self, pool: str, request: pb.PrefillRequest, job: Job) -> pb.PrefillReply:
         """`pool`'s Prefill; made once more with the ids if the pool no longer holds the prompt it named."""
         call, timeout = self.prefill[pool].Prefill, self.plan.scenario.request_timeout_s
         try:
-            return await _unary(call, request, job.request_id, timeout)
+            return await unary(call, request, job.request_id, timeout)
         except RoleError as exc:
             if not not_held(exc):
                 raise
         self.resends.count(pool)
-        return await _unary(call, resent_whole(request, job), job.request_id, timeout)
+        return await unary(call, resent_whole(request, job), job.request_id, timeout)
 
     async def cancel_transfer(self, pool: str, request_id: str, reason: str) -> bool:
-        reply = await _unary(self.prefill[pool].CancelTransfer, pb.CancelRequest(request_id=request_id, reason=reason),
+        reply = await unary(self.prefill[pool].CancelTransfer, pb.CancelRequest(request_id=request_id, reason=reason),
                              request_id, CALL_TIMEOUT_S)
         return reply.cancelled
 
     async def set_limit(self, service: str, request_id: str, limit: int | None) -> None:
         request = pb.LimitRequest(request_id=request_id, limit=-1 if limit is None else limit)
-        await _unary(self.decode[service].SetLimit, request, request_id, CALL_TIMEOUT_S)
+        await unary(self.decode[service].SetLimit, request, request_id, CALL_TIMEOUT_S)
 
     def abandon_transfer(self, pool: str, job: Job) -> None:
         """The request ended before its KV landed: stop the bytes nobody will read.

@@ -6,10 +6,11 @@ a stub's adapter turns a call's AioRpcError back into a RoleError, so a core nev
 
 from __future__ import annotations
 
-from typing import Awaitable, TypeVar
+from typing import Any, Awaitable, TypeVar
 
 import grpc
 
+from services.rpc import metadata
 from services.types import ErrorKind, RoleError
 
 T = TypeVar("T")
@@ -39,6 +40,14 @@ async def answer(context: grpc.aio.ServicerContext, call: Awaitable[T]) -> T:
     except RoleError as exc:
         await abort(context, exc)
         raise  # not reached: abort raises
+
+
+async def unary(method, request, request_id: str, timeout_s: float) -> Any:
+    """One unary call of a peer's stub, under the request's id; its failure as the RoleError of its status."""
+    try:
+        return await method(request, timeout=timeout_s, metadata=metadata(request_id))
+    except grpc.aio.AioRpcError as exc:
+        raise role_error(exc) from exc
 
 
 def role_error(exc: grpc.aio.AioRpcError) -> RoleError:

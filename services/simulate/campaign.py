@@ -31,6 +31,7 @@ from tqdm import tqdm
 
 from services.chaos.outcomes import FaultFreeText
 from services.chaos.faults import POLL_S
+from services.chaos.resources import WORK_KEYS
 from services.chaos.runner import CLIENT_MARGIN_S, REST_WAIT_S
 from services.profiles import load_model
 from services.scenario import Scenario
@@ -102,6 +103,10 @@ def still_working(run: SimulatedRun) -> list[str]:
     return [f"not at rest at the end ({at_s:g} s): {item}" for item in busy(services)]
 
 
+_WORK = {"transfers_pending": "KV transfers announced and not landed", "relayed": "requests the relay still holds",
+         "transfers_in_flight": "KV transfers in flight"}
+
+
 def busy(services: dict[str, dict]) -> list[str]:
     """What the services' stats show at work: a request the router still counts, a sequence an engine
     holds, a transfer still sending or still awaited, a request a relay still holds."""
@@ -110,10 +115,9 @@ def busy(services: dict[str, dict]) -> list[str]:
         for instance, engine in stats.get("instances", {}).items():
             if engine["running"] or engine["waiting"]:
                 found.append(f"{instance}: {engine['running']} sequences running, {engine['waiting']} waiting")
-        for key, what in (("transfers_in_flight", "KV transfers in flight"), ("transfers_pending", "KV transfers "
-                          "announced and not landed"), ("relayed", "requests the relay still holds")):
-            if stats.get(key):  # the chaos runs' leak check (services/chaos/resources.py) reads the same keys
-                found.append(f"{name}: {stats[key]} {what}")
+        for key in WORK_KEYS:  # what the chaos runs' leak check reads
+            if stats.get(key):
+                found.append(f"{name}: {stats[key]} {_WORK[key]}")
     return found
 
 
