@@ -1,7 +1,8 @@
 """msgpack frames that carry KV bytes between instances.
 
 Wire format (docs/mesh.md §Frames): a 4-byte big-endian length, then a msgpack
-map {"v", "rid", "seq", "of", "crc", "data"}. The length is checked against
+map {"v", "rid", "seq", "of", "crc", "data"}; the last frame of a streamed transfer
+also carries its completion, {"ft", "t"}: the first token and when prefill produced it. The length is checked against
 MAX_FRAME_BYTES before a single payload byte is read, so a corrupt or hostile
 peer cannot make the receiver allocate more than that.
 """
@@ -35,18 +36,30 @@ class FrameError(ValueError):
 
 
 @dataclass(frozen=True, slots=True)
+class Completion:
+    """What a streamed transfer's announce lacked: the first token, known when prefill ends.
+
+    It travels in the transfer's last frame, which leaves at that moment anyway, rather than in
+    a second gRPC announce (docs/mesh.md §Transfer time)."""
+
+    first_token: int
+    prefill_done_unix: float
+
+
+@dataclass(frozen=True, slots=True)
 class KvFrame:
     request_id: str
     seq: int  # 0-based index of this frame within the transfer
     of: int  # number of frames in the transfer
     data: bytes | memoryview
+    completion: Completion | None = None  # only on a streamed transfer's last frame
 
     def encode(self) -> bytes:
-        body = msgpack.packb(
-            {"v": VERSION, "rid": self.request_id, "seq": self.seq, "of": self.of,
-             "crc": zlib.crc32(self.data), "data": self.data},
-            use_bin_type=True,
-        )
+        fields = {"v": VERSION, "rid": self.request_id, "seq": self.seq, "of": self.of,
+                  "crc": zlib.crc32(self.data), "data": self.data}
+        if self.completion is not None:
+            fields["ft"], fields["t"] = self.completion.first_token, float(self.completion.prefill_done_unix)
+        body = msgpack.packb(fields, use_bin_type=True)
         return HEADER.pack(len(body)) + body
 
 
@@ -68,7 +81,18 @@ def decode_body(body: bytes) -> KvFrame:
         raise FrameError(f"KV frame index {seq} outside 0..{of - 1}", rid)
     if zlib.crc32(data) != crc:
         raise FrameError(f"KV frame {seq} of request {rid} fails its checksum", rid)
-    return KvFrame(rid, seq, of, data)
+    return KvFrame(rid, seq, of, data, _completion(fields, rid, seq, of))
+
+
+def _completion(fields: dict, rid: str, seq: int, of: int) -> Completion | None:
+    if "ft" not in fields and "t" not in fields:
+        return None
+    first_token, done = fields.get("ft"), fields.get("t")
+    if not (isinstance(first_token, int) and first_token >= 0 and isinstance(done, float)):
+        raise FrameError(f"KV frame {seq} of request {rid} carries a malformed completion", rid)
+    if seq != of - 1:
+        raise FrameError(f"KV frame {seq} of request {rid} carries a completion but is not its last", rid)
+    return Completion(first_token, done)
 
 
 async def read_frame(reader: asyncio.StreamReader, max_bytes: int = MAX_FRAME_BYTES) -> KvFrame | None:
@@ -105,13 +129,15 @@ def frame_count(real_bytes: int, frame_bytes: int = DEFAULT_FRAME_PAYLOAD_BYTES)
 
 
 def split_payload(request_id: str, real_bytes: int, frame_bytes: int = DEFAULT_FRAME_PAYLOAD_BYTES,
-                  seqs: range | None = None) -> list[KvFrame]:
-    """The frames of one transfer of `real_bytes`, or those numbered `seqs` of it (a streamed part)."""
+                  seqs: range | None = None, completion: Completion | None = None) -> list[KvFrame]:
+    """The frames of one transfer of `real_bytes`, or those numbered `seqs` of it (a streamed part);
+    `completion` goes with the transfer's last frame."""
     count = frame_count(real_bytes, frame_bytes)
     filler = memoryview(_FILLER)
     frames = []
     for seq in range(count) if seqs is None else seqs:
         size = min(frame_bytes, real_bytes - seq * frame_bytes)
         start = (seq * 7919) % (len(_FILLER) - frame_bytes)  # vary content between frames
-        frames.append(KvFrame(request_id, seq, count, bytes(filler[start:start + size])))
+        frames.append(KvFrame(request_id, seq, count, bytes(filler[start:start + size]),
+                              completion if seq == count - 1 else None))
     return frames

@@ -1,10 +1,10 @@
 """Receive KV transfers: announced over gRPC, bytes over a data-plane TCP link.
 
 A transfer is complete when every announced frame has arrived intact and the
-first token is known; its time is measured from the announce that carries the
-first token (prefill's end) to the last frame, so a streamed transfer counts
-only the part its overlap with prefill did not hide (docs/mesh.md §Transfer
-time). Either the announce or the decode request may arrive first, so an entry
+first token is known: from the announce, or, streamed, from the last frame's
+completion. Its time is measured from prefill's end to the last frame, so a
+streamed transfer counts only the part its overlap with prefill did not hide
+(docs/mesh.md §Transfer time). Either the announce or the decode request may arrive first, so an entry
 is created by whichever comes first and expires at its deadline.
 """
 
@@ -16,7 +16,7 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-from services.kv.frames import FrameError, read_body, read_header
+from services.kv.frames import Completion, FrameError, read_body, read_header
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +41,8 @@ class Transfer:
     num_tokens: int = 0
     received_frames: set[int] = field(default_factory=set)
     received_bytes: int = 0
-    announced_at: float = 0.0
+    announced_at: float = 0.0  # prefill's end: the announce with the first token, or the last frame's stamp
+    completed_in_band: bool = False  # the first token came with the last frame
     finished_at: float = 0.0
     done: asyncio.Future = field(default_factory=lambda: asyncio.get_running_loop().create_future())
 
@@ -83,14 +84,16 @@ class TransferTable:
             return None
         transfer = self.entry(request_id)
         transfer.frames, transfer.real_bytes, transfer.emulated_bytes = frames, real_bytes, emulated_bytes
-        transfer.first_token, transfer.num_tokens = first_token, num_tokens
-        transfer.first_token_pending = first_token_pending
+        transfer.num_tokens = num_tokens
+        if not (first_token_pending and transfer.completed_in_band):  # the last frame overtook it
+            transfer.first_token, transfer.first_token_pending = first_token, first_token_pending
         if not first_token_pending:
             transfer.announced_at = time.time()
         self._complete_if_whole(transfer)
         return transfer
 
-    def on_frame(self, request_id: str, seq: int, of: int, size: int) -> None:
+    def on_frame(self, request_id: str, seq: int, of: int, size: int, completion: Completion | None = None) -> None:
+        """A frame's figures; a streamed transfer's last one brings its first token and prefill's end."""
         transfer = self._transfers.get(request_id)
         if transfer is None or transfer.done.done():
             self.orphan_frames += 1  # a cancelled or expired transfer: counted, never silently dropped
@@ -101,6 +104,9 @@ class TransferTable:
         transfer.received_frames.add(seq)
         transfer.received_bytes += size
         self.bytes_received += size
+        if completion is not None and not transfer.completed_in_band:
+            transfer.first_token, transfer.first_token_pending = completion.first_token, False
+            transfer.announced_at, transfer.completed_in_band = completion.prefill_done_unix, True
         self._complete_if_whole(transfer)
 
     def _complete_if_whole(self, transfer: Transfer) -> None:
@@ -191,8 +197,8 @@ class KvReceiver:
             self.buffered_bytes -= size
             self._budget.notify_all()
 
-    async def _next_frame(self, reader: asyncio.StreamReader) -> tuple[str, int, int, int] | None:
-        """(request id, seq, of, payload size) of the next frame, None at a clean end; TimeoutError when
+    async def _next_frame(self, reader: asyncio.StreamReader) -> tuple[str, int, int, int, Completion | None] | None:
+        """(request id, seq, of, payload size, completion) of the next frame, None at a clean end; TimeoutError when
         idle or a frame takes too long. Only the figures are kept: the payload is freed with its budget."""
         async with asyncio.timeout(self.limits.idle_s):
             length = await read_header(reader, self.limits.frame_bytes)
@@ -202,7 +208,7 @@ class KvReceiver:
             await self._reserve(length)
             try:
                 frame = await read_body(reader, length)
-                return frame.request_id, frame.seq, frame.of, len(frame.data)
+                return frame.request_id, frame.seq, frame.of, len(frame.data), frame.completion
             finally:
                 await self._release(length)
 

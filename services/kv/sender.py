@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from services.kv.frames import DEFAULT_FRAME_PAYLOAD_BYTES, frame_count, split_payload
+from services.kv.frames import DEFAULT_FRAME_PAYLOAD_BYTES, Completion, frame_count, split_payload
 
 log = logging.getLogger(__name__)
 SEND_BUFFER_BYTES = 64 * 1024
@@ -92,10 +92,11 @@ class KvSender:
             self.on_lost(lost)
 
     async def send(self, request_id: str, real_bytes: int, cancel: asyncio.Event | None = None,
-                   frame_bytes: int = DEFAULT_FRAME_PAYLOAD_BYTES, seqs: range | None = None) -> SendResult:
-        """Send the transfer's frames, or those numbered `seqs` (a streamed part); a transfer is counted
-        once its last frame is sent."""
-        frames = split_payload(request_id, real_bytes, frame_bytes, seqs)
+                   frame_bytes: int = DEFAULT_FRAME_PAYLOAD_BYTES, seqs: range | None = None,
+                   completion: Completion | None = None) -> SendResult:
+        """Send the transfer's frames, or those numbered `seqs` (a streamed part), the last one with
+        `completion`; a transfer is counted once its last frame is sent."""
+        frames = split_payload(request_id, real_bytes, frame_bytes, seqs, completion)
         last = frame_count(real_bytes, frame_bytes) - 1
         conn = await self._idle.get()
         started = time.monotonic()

@@ -16,6 +16,7 @@ from typing import Callable, Protocol
 
 import grpc
 
+from services.kv.frames import Completion
 from services.kv.receiver import ShipRefused
 from services.kv.sender import KvSender, SendResult
 from services.kv.stream import KvProgress, TransferExtent, streamed_parts
@@ -32,7 +33,7 @@ class Shipment:
     tokens: int
     emulated_bytes: int
     real_bytes: int
-    announce: pb.TransferAnnounce | None = None  # as sent: a streamed one is confirmed with its first token
+    announce: pb.TransferAnnounce | None = None  # as sent: a streamed one lacks the first token its last frame carries
     cancel: asyncio.Event | None = None
 
 
@@ -43,7 +44,7 @@ class Sender(Protocol):
     failures: int
 
     async def send(self, request_id: str, real_bytes: int, cancel: asyncio.Event | None = None,
-                   seqs: range | None = None) -> SendResult: ...
+                   seqs: range | None = None, completion: Completion | None = None) -> SendResult: ...
 
     async def close(self) -> None: ...
 
@@ -105,7 +106,8 @@ class KvShipper:
         """Announce `tokens` tokens of KV to `target`, then send their real bytes (emulated / byte_scale).
 
         With `progress` (streamed KV) the first token is not known yet: the bytes follow the prompt's
-        computed tokens, and confirm() later completes the announce (services/kv/stream.py).
+        computed tokens, and the last frame carries the first token once progress finishes
+        (services/kv/stream.py).
         """
         sender, stub = self._route(target)
         emulated = tokens * self.kv_bytes_per_token
@@ -127,16 +129,6 @@ class KvShipper:
         task.add_done_callback(self._tasks.discard)
         return Shipment(target, tokens, emulated, real, announce, cancel)
 
-    async def confirm(self, shipment: Shipment, first_token: int) -> None:
-        """Complete a streamed transfer's announce: its receiver may use the KV once the bytes are in."""
-        announce = pb.TransferAnnounce()
-        announce.CopyFrom(shipment.announce)
-        announce.first_token, announce.first_token_pending = first_token, False
-        _, stub = self._route(shipment.target)
-        ack = await stub.Announce(announce, timeout=10.0, metadata=metadata(announce.request_id))
-        if not ack.accepted:
-            raise ShipRefused(f"{shipment.target} refused the first token of {announce.request_id}: {ack.reason}")
-
     async def abandon(self, shipment: Shipment, reason: str) -> None:
         """Stop a transfer whose prefill failed and tell its receiver, which fails it now."""
         shipment.cancel.set()
@@ -146,8 +138,8 @@ class KvShipper:
                     progress: KvProgress | None, cancel: asyncio.Event) -> None:
         sent = 0
         try:
-            async for seqs in streamed_parts(extent, progress):
-                result = await sender.send(transfer_id, extent.real, cancel, seqs=seqs)
+            async for seqs, completion in streamed_parts(extent, progress):
+                result = await sender.send(transfer_id, extent.real, cancel, seqs=seqs, completion=completion)
                 sent += result.real_bytes
                 self.real_bytes_sent += result.real_bytes
                 if result.cancelled:  # the senders check `cancel` before each frame

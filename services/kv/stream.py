@@ -5,7 +5,8 @@ it computes, and after every engine step that computed part of the prompt the
 frames whose bytes are now all computed leave at once, as Mooncake and
 DistServe send KV chunk by chunk (docs/engine.md, "Streamed KV"). A frame is
 the unit: one whose bytes straddle the computed end waits for the next chunk,
-and the rest leaves with the last chunk, when the first token is known.
+and the rest leaves with the last chunk, when the first token is known: the
+transfer's last frame carries it (its `Completion`), so no second announce is sent.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ from __future__ import annotations
 import asyncio
 import math
 
-from services.kv.frames import DEFAULT_FRAME_PAYLOAD_BYTES, frame_count
+from typing import AsyncIterator
+
+from services.kv.frames import DEFAULT_FRAME_PAYLOAD_BYTES, Completion, frame_count
 
 
 class KvProgress:
@@ -22,6 +25,7 @@ class KvProgress:
     def __init__(self, tokens: int = 0) -> None:
         self.tokens = tokens
         self.ended = False
+        self.completion: Completion | None = None  # set when prefill finished with its first token
         self._changed = asyncio.Event()
 
     def advance(self, tokens: int) -> None:
@@ -30,9 +34,14 @@ class KvProgress:
             self._changed.set()
 
     def end(self) -> None:
-        """No more tokens will come: prefill finished, or failed and the streams stop short."""
+        """No more tokens will come: prefill failed (the streams stop short), or finish() came first."""
         self.ended = True
         self._changed.set()
+
+    def finish(self, completion: Completion) -> None:
+        """Prefill computed the whole prompt and produced its first token: the rest may leave with it."""
+        self.completion = completion
+        self.end()
 
     async def beyond(self, tokens: int) -> int:
         """Tokens held once more than `tokens` are (or progress ended); bounded by prefill itself."""
@@ -58,19 +67,26 @@ class TransferExtent:
         return min(self.frames, ready_bytes // self.frame_bytes)
 
 
-async def streamed_parts(extent: TransferExtent, progress: KvProgress | None):
-    """Successive frame ranges to send, each as soon as its bytes are computed; stops short when
-    progress ends before the whole extent (prefill failed: the shipper then aborts the transfer)."""
+Part = tuple[range, Completion | None]  # frames to send, and the completion their last one carries
+
+
+async def streamed_parts(extent: TransferExtent, progress: KvProgress | None) -> AsyncIterator[Part]:
+    """Successive frame ranges to send, each as soon as its bytes are computed, the last frame with
+    the first token; stops short when progress ends without it (prefill failed: the shipper then
+    aborts the transfer)."""
     sent = 0
-    if progress is None:
-        yield range(0, extent.frames)
+    if progress is None:  # sent after prefill: the one announce carried the first token
+        yield range(0, extent.frames), None
         return
     held = -1
     while sent < extent.frames:
         held = await progress.beyond(held)
-        ready = extent.frames_ready(held)
+        if progress.completion is not None:
+            yield range(sent, extent.frames), progress.completion
+            return
+        ready = min(extent.frames_ready(held), extent.frames - 1)  # the last frame waits for the first token
         if ready > sent:
-            yield range(sent, ready)
+            yield range(sent, ready), None
             sent = ready
         elif progress.ended:
             return

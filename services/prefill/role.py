@@ -5,11 +5,12 @@ the first output token, announces the transfer to each receiver and sends the
 KV of the tokens that receiver lacks as real bytes over the link between the
 pools (docs/mesh.md §Request flow). With `kv_streaming` (the default) the
 announce comes first and each chunk's KV leaves as the step that computed it
-ends; a second announce brings the first token (docs/engine.md, "Streamed KV").
+ends; the last frame brings the first token (docs/engine.md, "Streamed KV").
 In PDD both transfers leave at once (dual-path send): the relay's over RDMA,
 main decode's over the WAN. The call returns once the receivers have
-acknowledged; the bytes flow in tracked tasks, and the WAN transfer can be
-cancelled when the relay finished the request.
+acknowledged the announces and prefill produced the first token; the bytes flow
+in tracked tasks, and the WAN transfer can be cancelled when the relay finished
+the request.
 
 No I/O here: the KV shipper reaches the receivers, the clock is an argument, and
 failures are RoleErrors. It implements services/roles.py PrefillPeer; its gRPC
@@ -22,6 +23,7 @@ import asyncio
 from typing import TYPE_CHECKING
 
 from services.engine.sequence import Sequence
+from services.kv.frames import Completion
 from services.kv.receiver import ShipRefused
 from services.kv.stream import KvProgress
 from services.rpc.messages import pb
@@ -91,8 +93,7 @@ class PrefillRole:
             if failures:
                 raise failures[0]  # a refused announce: the other receiver is told below
             first_token = await self.process.first_token(handle)
-            progress.advance(prompt_len)
-            await asyncio.gather(*(self.shipper.confirm(shipment, first_token) for shipment in shipped))
+            progress.finish(Completion(first_token, self.clock()))  # the last frames leave with it
             return first_token, shipped
         except BaseException as exc:
             handle.cancel()

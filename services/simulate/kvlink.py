@@ -16,7 +16,7 @@ import asyncio
 from typing import Callable
 
 from netem.virtual import VirtualConnection, VirtualLink
-from services.kv.frames import DEFAULT_FRAME_PAYLOAD_BYTES, HEADER, frame_count
+from services.kv.frames import DEFAULT_FRAME_PAYLOAD_BYTES, HEADER, Completion, frame_count
 from services.kv.receiver import TransferTable
 from services.kv.sender import SendResult
 
@@ -45,9 +45,11 @@ def frame_sizes(real_bytes: int, frame_bytes: int = DEFAULT_FRAME_PAYLOAD_BYTES,
     return [min(frame_bytes, real_bytes - seq * frame_bytes) for seq in seqs]
 
 
-def frame_wire_bytes(request_id: str, seq: int, of: int, size: int) -> int:
+def frame_wire_bytes(request_id: str, seq: int, of: int, size: int, completion: Completion | None = None) -> int:
     """Bytes one encoded frame puts on the wire (KvFrame.encode); the CRC as a full uint32."""
     body = 1 + _MAP_KEYS + 1 + _str_bytes(request_id) + _uint_bytes(seq) + _uint_bytes(of) + 5 + _bin_bytes(size)
+    if completion is not None:  # "ft": the token as a uint, "t": a float64
+        body += 3 + _uint_bytes(completion.first_token) + 2 + 9
     return HEADER.size + body
 
 
@@ -65,11 +67,13 @@ class VirtualKvSender:
         self.failures = 0
 
     async def send(self, request_id: str, real_bytes: int, cancel: asyncio.Event | None = None,
-                   frame_bytes: int = DEFAULT_FRAME_PAYLOAD_BYTES, seqs: range | None = None) -> SendResult:
+                   frame_bytes: int = DEFAULT_FRAME_PAYLOAD_BYTES, seqs: range | None = None,
+                   completion: Completion | None = None) -> SendResult:
         of = frame_count(real_bytes, frame_bytes)
         seqs = range(of) if seqs is None else seqs
         sizes = dict(zip(seqs, frame_sizes(real_bytes, frame_bytes, seqs)))
-        wire = sum(frame_wire_bytes(request_id, seq, of, size) for seq, size in sizes.items())
+        wire = sum(frame_wire_bytes(request_id, seq, of, size, completion if seq == of - 1 else None)
+                   for seq, size in sizes.items())
         conn = await self._idle.get()
         loop = asyncio.get_running_loop()
         started = loop.time()
@@ -90,7 +94,7 @@ class VirtualKvSender:
         finally:
             self._idle.put_nowait(conn)
         for seq, size in sizes.items():
-            self.table.on_frame(request_id, seq, of, size)
+            self.table.on_frame(request_id, seq, of, size, completion if seq == of - 1 else None)
         sent = sum(sizes.values())
         self.bytes_sent += sent
         if of - 1 in sizes:  # a streamed transfer is counted once, with its last part

@@ -4,7 +4,8 @@ import msgpack
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from services.kv.frames import HEADER, MAX_FRAME_BYTES, FrameError, KvFrame, decode_body, read_frame, split_payload
+from services.kv.frames import (HEADER, MAX_FRAME_BYTES, Completion, FrameError, KvFrame, decode_body, read_frame,
+                                split_payload)
 
 
 def _reader(data: bytes) -> asyncio.StreamReader:
@@ -27,6 +28,24 @@ async def test_round_trip_over_a_stream():
     while (frame := await read_frame(reader)) is not None:
         got.append(frame)
     assert [(f.request_id, f.seq, bytes(f.data)) for f in got] == [("req-1", f.seq, bytes(f.data)) for f in frames]
+
+
+async def test_the_last_frame_carries_the_completion_over_the_wire():
+    done = Completion(first_token=128_000, prefill_done_unix=1_764_600_000.25)
+    frames = split_payload("req-2", 100_000, frame_bytes=40_000, seqs=range(1, 3), completion=done)
+    assert [f.completion for f in frames] == [None, done]  # frame 2 of 3 is the last
+    reader = _reader(b"".join(f.encode() for f in frames))
+    got = [await read_frame(reader), await read_frame(reader)]
+    assert [f.completion for f in got] == [None, done]
+
+
+@pytest.mark.parametrize("extra, match", [({"ft": -1, "t": 1.0}, "malformed"), ({"ft": 5}, "malformed"),
+                                          ({"ft": 5, "t": 1.0, "seq": 0, "of": 2}, "not its last")])
+def test_a_bad_completion_is_rejected_and_names_the_request(extra, match):
+    fields = {"v": 1, "rid": "req-3", "seq": 0, "of": 1, "crc": 0, "data": b""} | extra
+    with pytest.raises(FrameError, match=match) as info:
+        decode_body(msgpack.packb(fields))
+    assert info.value.request_id == "req-3"
 
 
 async def test_corrupt_payload_fails_checksum_and_names_request():

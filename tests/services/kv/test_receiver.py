@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import time
 
 import pytest
 
+from services.kv.frames import Completion
 from services.kv.receiver import TransferFailed, TransferTable
 from services.simulate.clock import run_virtual
+from tests.tolerance import assert_close
 
 
 def test_a_timed_out_wait_leaves_no_unretrieved_exception():
@@ -40,8 +43,34 @@ def test_a_failed_transfer_still_fails_a_later_waiter():
     run_virtual(main())
 
 
+def test_a_streamed_transfer_is_ready_with_its_last_frame_and_timed_from_prefills_end():
+    async def main() -> None:
+        table = TransferTable()
+        table.announce("r1", frames=2, real_bytes=512, emulated_bytes=1 << 19, first_token=-1, num_tokens=8,
+                       first_token_pending=True)
+        table.on_frame("r1", 0, 2, 256)
+        table.on_frame("r1", 1, 2, 256, Completion(first_token=11, prefill_done_unix=time.time() - 0.25))
+        transfer = await table.wait("r1", timeout_s=1.0)
+        assert transfer.first_token == 11 and transfer.completed_in_band
+        assert_close(transfer.seconds, 0.25, rel=0.01, what="prefill's end to the last frame")
+
+    run_virtual(main())
+
+
+def test_a_pending_announce_never_takes_back_a_first_token_the_last_frame_brought():
+    async def main() -> None:
+        table = TransferTable()
+        table.entry("r1")  # main decode's wait came first
+        table.on_frame("r1", 0, 1, 256, Completion(first_token=4, prefill_done_unix=time.time()))
+        table.announce("r1", frames=1, real_bytes=256, emulated_bytes=1 << 18, first_token=-1, num_tokens=4,
+                       first_token_pending=True)
+        assert (await table.wait("r1", timeout_s=1.0)).first_token == 4
+
+    run_virtual(main())
+
+
 def test_an_announce_after_the_wait_ended_opens_nothing():
-    """Prefill's confirm (or a retried request's first attempt) can cross after main decode gave up."""
+    """A retried request's first attempt (or an abort) can cross after main decode gave up."""
     async def main() -> None:
         table = TransferTable()
         table.announce("r1", frames=4, real_bytes=1024, emulated_bytes=1 << 20, first_token=-1, num_tokens=16,

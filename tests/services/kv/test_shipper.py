@@ -8,6 +8,7 @@ import time
 import pytest
 
 from netem.virtual import VirtualLink
+from services.kv.frames import Completion
 from services.kv.receiver import TransferFailed, TransferTable
 from services.kv.shipper import KvShipper
 from services.kv.stream import KvProgress
@@ -30,11 +31,13 @@ class _Routes:
 
     def __init__(self, table: TransferTable, link: VirtualLink) -> None:
         self.table, self.link = table, link
+        self.announces = 0
 
     def stub(self, target):
         return self
 
     async def Announce(self, request, timeout, metadata):  # noqa: N802 (the gRPC method's name)
+        self.announces += 1
         if request.abort_reason:
             self.table.fail(request.request_id, request.abort_reason)
         else:
@@ -63,7 +66,8 @@ def _run(streamed: bool, cancel_after_s: float | None = None, fail_prefill: bool
         table = TransferTable()
         async with VirtualLink(real_link_config(PLAN.link("prefill", "decode"), PLAN.scenario.byte_scale),
                                seed=1) as link:
-            shipper = KvShipper(PLAN, "prefill", _Routes(table, link))
+            routes = _Routes(table, link)
+            shipper = KvShipper(PLAN, "prefill", routes)
             progress = KvProgress() if streamed else None
             waiting = asyncio.ensure_future(table.wait("r1", 60.0))
             if streamed:
@@ -76,8 +80,7 @@ def _run(streamed: bool, cancel_after_s: float | None = None, fail_prefill: bool
                 progress.end()
                 await shipper.abandon(shipment, "prefill failed")
             elif streamed:
-                progress.end()
-                await shipper.confirm(shipment, first_token=7)
+                progress.finish(Completion(7, prefill_end))
             else:
                 shipment = await shipper.ship("r1", "decode", TOKENS, first_token=7)
             try:
@@ -85,7 +88,7 @@ def _run(streamed: bool, cancel_after_s: float | None = None, fail_prefill: bool
             except (TransferFailed, TimeoutError) as exc:
                 transfer = exc
             await asyncio.gather(*shipper._tasks)
-            stats = shipper.stats()
+            stats = shipper.stats() | {"announces": routes.announces}
             await shipper.close()
             return transfer, prefill_end, time.time(), shipment, table, stats
     with virtual_runner() as runner, process_clocks(_LoopClock(runner.get_loop())):
@@ -106,6 +109,8 @@ def test_a_streamed_transfer_lands_earlier_by_its_overlap_with_prefill():
     # kv_transfer_s counts only what the overlap did not hide: from the first token's announce on.
     assert_close(streamed.seconds, TRANSFER_S + 0.005 - 3 * CHUNK_S, rel=0.05, what="exposed transfer")
     assert streamed.first_token == whole.first_token == 7
+    assert stats["announces"] == 1  # the first token came with the last frame, not a second announce
+    assert streamed.completed_in_band and not whole.completed_in_band
     assert table.bytes_received == whole_table.bytes_received == shipment.real_bytes == stats["kv_bytes_sent"]
 
 

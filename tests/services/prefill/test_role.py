@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 
 from services.engine.tokens import output_token, prompt_fingerprint
+from services.kv.frames import Completion
 from services.kv.receiver import ShipRefused
 from services.kv.shipper import Shipment
+from services.kv.stream import KvProgress
 from services.prefill.role import PrefillRole
 from services.rpc import pb
 from services.rpc.ids import pack_ids
@@ -18,19 +20,24 @@ SEED = 5
 
 
 class FakeShipper:
-    """Accepts each announce (but refuses `refuse`'s), records confirmations and abandons."""
+    """Accepts each announce (but refuses `refuse`'s), records what each stream's progress ended
+    with (the completion its last frame carries) and abandons."""
 
     def __init__(self, refuse: str = "") -> None:
-        self.refuse, self.opened, self.confirmed, self.abandoned = refuse, [], [], []
+        self.refuse, self.opened, self.abandoned = refuse, [], []
+        self.progress: dict[str, KvProgress] = {}
 
-    async def ship(self, transfer_id: str, target: str, tokens: int, first_index: int = 0, **kwargs) -> Shipment:
+    async def ship(self, transfer_id: str, target: str, tokens: int, first_index: int = 0,
+                   progress: KvProgress | None = None, **kwargs) -> Shipment:
         if target == self.refuse:
             raise ShipRefused(f"{target} refused the KV of {transfer_id}: draining")
         self.opened.append((target, tokens, first_index))
+        self.progress[target] = progress
         return Shipment(target, tokens, emulated_bytes=1000 * tokens, real_bytes=tokens)
 
-    async def confirm(self, shipment: Shipment, first_token: int) -> None:
-        self.confirmed.append((shipment.target, first_token))
+    @property
+    def confirmed(self) -> list[tuple[str, Completion]]:
+        return [(target, p.completion) for target, p in self.progress.items() if p.completion is not None]
 
     async def abandon(self, shipment: Shipment, reason: str) -> None:
         self.abandoned.append((shipment.target, reason))
@@ -54,7 +61,8 @@ async def test_dual_path_prefill_ships_both_and_reports_on_the_clock_it_was_give
     first = output_token(prompt_fingerprint(ids), 0, SEED, prefill.engines[0].config.vocab_size)
     assert reply.first_token == first and reply.prefill_done_unix == 42.0
     assert shipper.opened == [("main-decode", 192, 64), ("relay-decode", 256, 0)]  # what each receiver lacks
-    assert sorted(shipper.confirmed) == [("main-decode", first), ("relay-decode", first)]
+    done = Completion(first, 42.0)  # the first token, and prefill's end on the role's clock
+    assert sorted(shipper.confirmed) == [("main-decode", done), ("relay-decode", done)]
     assert reply.kv_bytes_emulated == 192_000 and reply.kv_bytes_emulated_secondary == 256_000
 
 

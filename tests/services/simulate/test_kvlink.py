@@ -8,7 +8,7 @@ import pytest
 
 from netem.config import LinkConfig
 from netem.virtual import VirtualLink
-from services.kv.frames import split_payload
+from services.kv.frames import Completion, split_payload
 from services.kv.receiver import TransferTable
 from services.simulate.clock import run_virtual
 from services.simulate.kvlink import VirtualKvSender, frame_sizes, frame_wire_bytes
@@ -25,6 +25,10 @@ def test_wire_bytes_are_the_encoded_frames(real_bytes):
     for frame in frames:
         # the CRC is counted as a full uint32; a payload whose CRC fits fewer bytes is a few bytes smaller
         assert 0 <= frame_wire_bytes(rid, frame.seq, frame.of, len(frame.data)) - len(frame.encode()) <= 4
+    done = Completion(first_token=127_999, prefill_done_unix=1_764_600_000.5)
+    last = split_payload(rid, real_bytes, completion=done)[-1]
+    assert last.completion == done
+    assert 0 <= frame_wire_bytes(rid, last.seq, last.of, len(last.data), done) - len(last.encode()) <= 4
 
 
 def _send(real_bytes: int, cancel_at: float | None = None):
