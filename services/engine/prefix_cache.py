@@ -221,11 +221,11 @@ class PrefixCache:
         refs, evictable = self._refs, self._evictable
         # Tail first, so that eviction (oldest first) drops a chain's tail before its head.
         tail_first = holding.published[::-1]
-        left = [count - 1 for count in map(refs.__getitem__, tail_first)]
-        after = dict(zip(tail_first, left))
-        if len(after) == len(tail_first):  # each block once (chain hashes): one update, in C
-            refs.update(after)
-            evictable.update(dict.fromkeys(compress(tail_first, map(operator.not_, left))))
+        if len(set(tail_first)) == len(tail_first):  # each block once (chain hashes): counts in C
+            left = [count - 1 for count in map(refs.__getitem__, tail_first)]
+            refs.update(zip(tail_first, left))
+            for block_hash in compress(tail_first, map(operator.not_, left)):
+                evictable[block_hash] = None  # OrderedDict.update is slower than this loop
             return
         for block_hash in tail_first:
             count = refs[block_hash] - 1
