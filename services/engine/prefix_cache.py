@@ -10,7 +10,9 @@ and the capacity formula are in docs/engine.md ("Prefix cache", "Capacity").
 from __future__ import annotations
 
 import math
+import operator
 from collections import OrderedDict
+from itertools import compress, islice, takewhile
 from dataclasses import dataclass, field
 
 from services.engine.block_hashes import DEFAULT_BLOCK_SIZE, block_hashes, extend_block_hashes
@@ -110,11 +112,13 @@ class PrefixCache:
 
     def held_prefix_blocks(self, hashes: list[int]) -> int:
         """Leading blocks of `hashes` held in device memory or in the host tier."""
-        held, refs, host = 0, self._refs, self.host.blocks
-        for block_hash in hashes:
-            if block_hash not in refs and block_hash not in host:
+        # Runs of device hits and host hits counted in C: a 64K-token prompt is 4096 blocks.
+        held, refs, host, end = 0, self._refs, self.host.blocks, len(hashes)
+        while held < end:
+            held += _run_length(refs, hashes, held)
+            if held == end or hashes[held] not in host:
                 break
-            held += 1
+            held += _run_length(host, hashes, held)
         return held
 
     def held_prefix_tokens(self, hashes: list[int]) -> int:
@@ -138,22 +142,22 @@ class PrefixCache:
             raise ValueError(f"sequence {seq_id!r} already holds KV blocks")
         limit = total_blocks if max_hit_blocks is None else min(max_hit_blocks, total_blocks)
         hit = self.held_prefix_blocks(hashes[:limit])
-        on_device = [h in self._refs for h in hashes[:hit]]
+        prefix = hashes[:hit]
+        on_device = list(map(self._refs.__contains__, prefix))
         loaded = on_device.count(False)  # host-tier hits need device blocks to load into
-        reclaimed_by_hit = sum(1 for h in hashes[:hit] if h in self._evictable)
+        reclaimed_by_hit = sum(map(self._evictable.__contains__, prefix))
         private = total_blocks - hit
         if private + loaded > self.free_blocks + self.evictable_blocks - reclaimed_by_hit:
             return None
-        for block_hash, present in zip(hashes[:hit], on_device):
-            if present:
-                self._ref(block_hash)  # protects it from the eviction _reserve may do below
+        # Protects them from the eviction _reserve may do below.
+        self._ref_all(list(compress(prefix, on_device)) if loaded else prefix)
         self._reserve(private + loaded)
         self._private_blocks -= loaded
-        for block_hash, present in zip(hashes[:hit], on_device):
-            if not present:
+        if loaded:
+            for block_hash in compress(prefix, map(operator.not_, on_device)):
                 self._refs[block_hash] = 1  # loaded back; the host copy stays (HiCache keeps both)
                 self.host.touch(block_hash)
-        self._holdings[seq_id] = _Holding(list(hashes[:hit]), private, loaded)
+        self._holdings[seq_id] = _Holding(list(prefix), private, loaded)
         return hit
 
     def held_blocks(self, seq_id: str) -> int:
@@ -177,17 +181,33 @@ class PrefixCache:
     def commit(self, seq_id: str, hashes: list[int], upto_blocks: int) -> None:
         """Publish the sequence's computed blocks up to `upto_blocks`, turning private blocks into cached ones."""
         holding = self._holdings[seq_id]
-        while len(holding.published) < upto_blocks:
-            if holding.private == 0:
-                raise ValueError(f"sequence {seq_id!r} commits block {len(holding.published)} it never reserved")
-            block_hash = hashes[len(holding.published)]
-            holding.private -= 1
-            self._private_blocks -= 1
-            if block_hash in self._refs:
-                self._ref(block_hash)  # computed concurrently by another sequence: share it, free ours
-            else:
-                self._refs[block_hash] = 1
-            holding.published.append(block_hash)
+        published = holding.published
+        start = len(published)
+        if upto_blocks <= start:
+            return
+        count = min(upto_blocks - start, holding.private)
+        new = hashes[start : start + count]
+        refs = self._refs
+        # A 64K-token prompt commits thousands of blocks at once: unshared ones (the usual case) go
+        # in as one dict update; a block another sequence computed meanwhile is shared, in order.
+        fresh = dict.fromkeys(new, 1)
+        if len(fresh) == len(new) and refs.keys().isdisjoint(fresh):
+            refs.update(fresh)
+        else:
+            evictable = self._evictable
+            for block_hash in new:
+                held = refs.get(block_hash)
+                if held is None:
+                    refs[block_hash] = 1
+                else:  # computed concurrently by another sequence: share it, free ours
+                    if held == 0:
+                        del evictable[block_hash]
+                    refs[block_hash] = held + 1
+        published.extend(new)
+        holding.private -= len(new)
+        self._private_blocks -= len(new)
+        if len(published) < upto_blocks:
+            raise ValueError(f"sequence {seq_id!r} commits block {len(published)} it never reserved")
 
     def published_blocks(self, seq_id: str) -> int:
         return len(self._holdings[seq_id].published)
@@ -198,12 +218,33 @@ class PrefixCache:
         if holding is None:
             return
         self._private_blocks -= holding.private
+        refs, evictable = self._refs, self._evictable
         # Tail first, so that eviction (oldest first) drops a chain's tail before its head.
-        for block_hash in reversed(holding.published):
-            count = self._refs[block_hash] - 1
-            self._refs[block_hash] = count
-            if count == 0:
-                self._evictable[block_hash] = None
+        tail_first = holding.published[::-1]
+        if len(set(tail_first)) == len(tail_first):  # each block once (chain hashes): counts in C
+            left = [count - 1 for count in map(refs.__getitem__, tail_first)]
+            refs.update(zip(tail_first, left))
+            for block_hash in compress(tail_first, map(operator.not_, left)):
+                evictable[block_hash] = None  # OrderedDict.update is slower than this loop
+            return
+        for block_hash in tail_first:
+            count = refs[block_hash] - 1
+            refs[block_hash] = count
+            if not count:
+                evictable[block_hash] = None
+
+    def _ref_all(self, hashes: list[int]) -> None:
+        """`_ref` each of `hashes`, in order."""
+        refs, evictable = self._refs, self._evictable
+        counts = list(map(refs.__getitem__, hashes))
+        after = dict(zip(hashes, [count + 1 for count in counts]))
+        if len(after) != len(hashes):  # a block twice: one at a time
+            for block_hash in hashes:
+                self._ref(block_hash)
+            return
+        for block_hash in compress(hashes, map(operator.not_, counts)):
+            del evictable[block_hash]
+        refs.update(after)
 
     def _ref(self, block_hash: int) -> None:
         count = self._refs[block_hash]
@@ -219,3 +260,8 @@ class PrefixCache:
             self.evictions += 1
             self.host.touch(victim)  # demoted, not lost, when there is a host tier
         self._private_blocks += blocks
+
+
+def _run_length(table, hashes: list[int], start: int) -> int:
+    """How many of hashes[start:] in a row are keys of `table`."""
+    return len(list(takewhile(table.__contains__, islice(hashes, start, None))))

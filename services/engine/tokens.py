@@ -8,10 +8,7 @@ that continues a request produces the same text (docs/engine.md, "Tokens").
 
 from __future__ import annotations
 
-import functools
 import hashlib
-from collections.abc import Mapping
-from types import MappingProxyType
 
 import numpy as np
 
@@ -27,6 +24,11 @@ _VOWELS = "aeiou"
 _SYLLABLES = tuple(c + v for c in _CONSONANTS for v in _VOWELS)
 _SYLLABLE_DIGIT = {s: i for i, s in enumerate(_SYLLABLES)}
 _BASE = len(_SYLLABLES)
+# Every pair of syllables (two digits, zero-padded) and the canonical words below _BASE**2: a word is
+# then a few table lookups, cheap enough to spell on first use rather than a whole vocabulary up front.
+_PAIRS = tuple(a + b for a in _SYLLABLES for b in _SYLLABLES)
+_SHORT = _SYLLABLES + _PAIRS[_BASE:]
+_PAIR_BASE = _BASE * _BASE
 # Pieces remembered by one tokenizer: more than any vocabulary in services/profiles/models.yaml, so a
 # prompt of pseudo-words or of ordinary text maps mostly from memory; about 40 MB when full, then cleared.
 _MEMO_PIECES = 1 << 18
@@ -40,19 +42,11 @@ def splitmix64(x: int) -> int:
     return x ^ (x >> 31)
 
 
-@functools.lru_cache(maxsize=2)
-def _spelled(vocab_size: int) -> Mapping[int, str]:
-    return MappingProxyType({token_id: _word_for(token_id) + " " for token_id in range(vocab_size)})
-
-
 def _word_for(token_id: int) -> str:
-    digits = []
-    n = token_id
-    while True:
-        n, digit = divmod(n, _BASE)
-        digits.append(_SYLLABLES[digit])
-        if n == 0:
-            return "".join(reversed(digits))
+    if token_id < _PAIR_BASE:
+        return _SHORT[token_id]
+    high, low = divmod(token_id, _PAIR_BASE)
+    return _word_for(high) + _PAIRS[low]
 
 
 def _id_for(word: str) -> int | None:
@@ -83,18 +77,12 @@ class WordTokenizer:
         self._texts: dict[int, str] = {}
         self._ids: dict[str, TokenId] = {}  # piece -> id: text repeats its words, and mapping one costs microseconds
 
-    def spell_vocabulary(self) -> None:
-        """Spell every word now (about 0.2 s and 12 MB for a 128K vocabulary), not at its first use.
-
-        A streamed token's text is a dictionary lookup once its word is known, and spelling it the
-        first time costs several times that; without this a router pays it for most tokens of its
-        first hundred thousand (docs/mesh.md §Cost of a streamed token). The spelling of a vocabulary
-        is made once per process: a fault campaign builds a router for each of its runs.
-        """
-        self._texts.update(_spelled(self.vocab_size))
-
     def token_text(self, token_id: TokenId) -> str:
-        """The word for `token_id` followed by one space, so streamed pieces concatenate to decode()."""
+        """The word for `token_id` followed by one space, so streamed pieces concatenate to decode().
+
+        Spelled on first use and remembered: a word is a few table lookups (`_word_for`), so a
+        router spells only the words it streams, not its whole vocabulary at start.
+        """
         text = self._texts.get(token_id)
         if text is None:
             if not 0 <= token_id < self.vocab_size:

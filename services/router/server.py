@@ -33,7 +33,6 @@ from services.router.metrics import RouterMetrics
 from services.router.outcomes import RequestOutcomes
 from services.router.peers import Peers
 from services.router.pipelines import Finished, Job, Token, pipeline_for
-from services.router.sse import text_json
 from services.router.stream_one import stream_one
 from services.router.whole import respond_whole
 
@@ -46,12 +45,9 @@ class Router(RequestOutcomes):
         self.plan = plan
         self.scenario = plan.scenario
         self.model = load_model(plan.scenario.model)
+        # Words and their JSON literals are made on first use and remembered (WordTokenizer.token_text,
+        # sse.text_json): a router builds only what it streams, not the whole vocabulary at start.
         self.tokenizer = WordTokenizer(self.model.vocab_size)
-        # Every word and its JSON literal known from the start: a streamed token's text and its chunk's
-        # text field are then lookups, from the first request on.
-        self.tokenizer.spell_vocabulary()
-        for token_id in range(self.model.vocab_size):
-            text_json(self.tokenizer.token_text(token_id))
         self.metrics = RouterMetrics(registry, plan.scenario.model, plan.scenario.wan.rate_bps)
         self.peers: Peers | None = None
         self.inflight = 0

@@ -35,7 +35,8 @@ def _feed(tally: StreamTally, decoder: SseLineDecoder, chunk: bytes, now: float)
             tally.feed_event(data, now)
 
 
-async def _stream(router: Router, plan: RequestPlan, tally: StreamTally, record: RequestRecord) -> None:
+async def _stream(router: Router, plan: RequestPlan, tally: StreamTally, record: RequestRecord,
+                  through_bytes: bool) -> None:
     """The router's side of one streamed request (services/router/server.py `_handle`, services/router/stream_one.py)."""
     loop, scenario = asyncio.get_running_loop(), router.scenario
     received_unix = time.time()
@@ -57,12 +58,17 @@ async def _stream(router: Router, plan: RequestPlan, tally: StreamTally, record:
             async for item in router.run(job):
                 if type(item) is Token:
                     # A token's chunk carries only its text, and the tally reads a text's ids as
-                    # feed_event would; the chunks with more in them go through the SSE bytes below.
+                    # feed_event would: a whole word is its own id (loadgen/tokens.py), a cut one is
+                    # decoded. The chunks with more in them go through the SSE bytes below.
                     text = choice.add(item.token_id)
                     produced += 1
-                    if text:
+                    if through_bytes:
+                        if text:
+                            _feed(tally, decoder, chunks.token(text, first=produced == 1), loop.time())
+                    elif text:
                         tally.ended_at = now = loop.time()
-                        tally.add_tokens(text_token_ids(text, tally.vocab), now)
+                        tally.add_tokens((item.token_id,) if text is choice.pieces[-1] else
+                                         text_token_ids(text, tally.vocab), now)
                     continue
                 router.completed += 1
                 now = loop.time()
@@ -84,14 +90,18 @@ async def _stream(router: Router, plan: RequestPlan, tally: StreamTally, record:
 
 
 async def complete(router: Router, plan: RequestPlan, *, timeout_s: float, send_s: float,
-                   vocab: int) -> tuple[RequestRecord, list[int]]:
-    """Send the plan to the router; its record and the output token ids (loadgen's stream_completion)."""
+                   vocab: int, through_bytes: bool = False) -> tuple[RequestRecord, list[int]]:
+    """Send the plan to the router; its record and the output token ids (loadgen's stream_completion).
+
+    `through_bytes`: every token's chunk is encoded and read back as the bench reads it, not only
+    the chunks with more than a text in them (the same records, slower: what holds the two alike).
+    """
     loop = asyncio.get_running_loop()
     record = RequestRecord.sent(plan, send_s)
     tally = StreamTally(sent_at=loop.time(), vocab=vocab)
     try:
         async with asyncio.timeout(timeout_s):
-            await _stream(router, plan, tally, record)
+            await _stream(router, plan, tally, record, through_bytes)
         tally.check_complete()
     except TimeoutError:
         record.status, record.error = "timeout", f"no complete answer within {timeout_s:g}s"

@@ -24,6 +24,9 @@ from typing import Any, Iterator, Protocol
 
 # 2026-01-01T00:00:00Z: a fixed epoch keeps virtual timestamps identical from run to run.
 DEFAULT_EPOCH_UNIX = 1_767_225_600.0
+# While callbacks are ready the real descriptors are polled only this often: a simulation has none
+# but the loop's own wake-up pipe, and a poll is a system call on every turn of the loop.
+POLL_EVERY = 64
 
 
 class Clock(Protocol):
@@ -50,8 +53,14 @@ class _JumpingSelector:
     def __init__(self, loop: VirtualEventLoop, real: selectors.BaseSelector) -> None:
         self._loop = loop
         self._real = real
+        self._busy_turns = 0
 
     def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
+        if timeout == 0:  # callbacks are ready: they run first, real I/O is read every POLL_EVERY turns
+            self._busy_turns += 1
+            if self._busy_turns < POLL_EVERY:
+                return []
+        self._busy_turns = 0
         events = self._real.select(0)
         if events or timeout == 0:
             return events

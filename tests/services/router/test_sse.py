@@ -76,3 +76,31 @@ def test_every_chunk_of_a_choice_names_its_index():
     assert _data(chat.finish("stop", {}))["choices"][0]["index"] == 3
     assert _data(text.token("d "))["choices"][0]["index"] == 2 and _data(text.finish("length", {}))["choices"][0][
         "index"] == 2
+
+
+def _spelled_digit_by_digit(token_id: int) -> str:
+    """The spelling written out: base 80, one consonant-vowel syllable per digit, most significant first."""
+    syllables = [c + v for c in "bdfghjklmnprstvz" for v in "aeiou"]
+    digits = []
+    while True:
+        token_id, digit = divmod(token_id, len(syllables))
+        digits.append(syllables[digit])
+        if token_id == 0:
+            return "".join(reversed(digits)) + " "
+
+
+def test_a_chunk_spelled_on_first_use_has_the_bytes_of_the_whole_vocabulary_spelled_up_front():
+    vocab = 128_256
+    eager = WordTokenizer(vocab)
+    spelled = {token_id: eager.token_text(token_id) for token_id in range(vocab)}  # every word, in order
+    ids = [0, 1, 79, 80, 81, 6399, 6400, 6401, 77_777, 511_999 % vocab, vocab - 1]
+    lazy = WordTokenizer(vocab)  # asked for a few ids only, out of order
+    chunks = ChunkEncoder("r9", 7, "llama3-8b", chat=False)
+    for token_id in reversed(ids):
+        assert lazy.token_text(token_id) == spelled[token_id] == _spelled_digit_by_digit(token_id)
+        assert chunks.token(lazy.token_text(token_id)) == chunks.token(spelled[token_id])
+        assert _data(chunks.token(lazy.token_text(token_id)))["choices"][0]["text"] == _spelled_digit_by_digit(token_id)
+    assert all(spelled[i] == _spelled_digit_by_digit(i) for i in range(0, vocab, 97))
+    big = WordTokenizer(2**31)  # past three syllables: the pair tables recurse
+    assert big.token_text(2**31 - 1) == _spelled_digit_by_digit(2**31 - 1)
+    assert big.token_text(512_000) == _spelled_digit_by_digit(512_000)
