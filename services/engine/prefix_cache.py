@@ -4,12 +4,12 @@ KV memory is counted in blocks of `block_size` tokens. A block is either free,
 held privately by one sequence (being filled), or published under its chain
 hash so later sequences with the same prefix reuse it. Published blocks that no
 sequence references are evictable, least recently released first. The policy
-and the capacity formula are in docs/engine.md ("Prefix cache", "Capacity").
+are in docs/engine.md ("Prefix cache"); the capacity formula, kv_capacity_blocks, is in
+services/engine/sizing.py ("Capacity").
 """
 
 from __future__ import annotations
 
-import math
 import operator
 from collections import OrderedDict
 from itertools import compress, islice, takewhile
@@ -19,32 +19,7 @@ from services.engine.block_hashes import DEFAULT_BLOCK_SIZE, block_hashes, exten
 from services.engine.host_tier import HostTier
 from services.types import TokenId
 
-__all__ = ["DEFAULT_BLOCK_SIZE", "PrefixCache", "block_hashes", "extend_block_hashes", "kv_capacity_blocks"]
-
-def kv_capacity_blocks(
-    hbm_bytes: float,
-    utilisation: float,
-    weight_bytes: float,
-    kv_bytes_per_token: float,
-    block_size: int = DEFAULT_BLOCK_SIZE,
-    tp: int = 1,
-) -> int:
-    """KV blocks an instance of `tp` GPUs holds (docs/engine.md, "Capacity").
-
-    blocks = floor((tp x HBM x utilisation - weights) / (KV bytes per token x block size))
-    """
-    if not 0.0 < utilisation <= 1.0:
-        raise ValueError(f"memory utilisation must be in (0, 1], got {utilisation}")
-    if kv_bytes_per_token <= 0 or block_size <= 0 or tp <= 0:
-        raise ValueError("kv_bytes_per_token, block_size and tp must be positive")
-    spare_bytes = tp * hbm_bytes * utilisation - weight_bytes
-    blocks = math.floor(spare_bytes / (kv_bytes_per_token * block_size))
-    if blocks <= 0:
-        raise ValueError(
-            f"no room for KV: {tp} GPU(s) x {hbm_bytes / 2**30:.1f} GiB x {utilisation} leaves "
-            f"{spare_bytes / 2**30:.2f} GiB after {weight_bytes / 2**30:.1f} GiB of weights"
-        )
-    return blocks
+__all__ = ["DEFAULT_BLOCK_SIZE", "PrefixCache", "block_hashes", "extend_block_hashes"]
 
 
 @dataclass(slots=True)

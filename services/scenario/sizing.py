@@ -9,8 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from services.engine.parallelism import Parallelism
-from services.engine.prefix_cache import kv_capacity_blocks
-from services.engine.sizing import default_max_running, host_cache_bytes
+from services.engine.sizing import default_max_running, host_cache_bytes, kv_capacity_blocks
 from services.profiles import load_gpu, load_model
 from services.scenario.model import PoolSpec, Scenario
 

@@ -3,7 +3,8 @@ import math
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from services.engine.prefix_cache import PrefixCache, block_hashes, kv_capacity_blocks
+from services.engine.prefix_cache import PrefixCache, block_hashes
+from services.engine.sizing import kv_capacity_blocks
 
 BS = 4  # small blocks keep the token lists readable
 
