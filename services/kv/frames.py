@@ -1,10 +1,11 @@
 """msgpack frames that carry KV bytes between instances.
 
 Wire format (docs/mesh.md §Frames): a 4-byte big-endian length, then a msgpack
-map {"v", "rid", "seq", "of", "crc", "data"}; the last frame of a streamed transfer
-also carries its completion, {"ft", "t"}: the first token and when prefill produced it. The length is checked against
-MAX_FRAME_BYTES before a single payload byte is read, so a corrupt or hostile
-peer cannot make the receiver allocate more than that.
+map {"v", "rid", "seq", "of", "crc", "data"}; the last frame of a streamed
+transfer also carries its completion, {"ft", "t"}: the first token and when
+prefill produced it. The length is checked against MAX_FRAME_BYTES before a
+single payload byte is read, so a corrupt or hostile peer cannot make the
+receiver allocate more than that.
 """
 
 from __future__ import annotations

@@ -4,8 +4,9 @@ A transfer is complete when every announced frame has arrived intact and the
 first token is known: from the announce, or, streamed, from the last frame's
 completion. Its time is measured from prefill's end to the last frame, so a
 streamed transfer counts only the part its overlap with prefill did not hide
-(docs/mesh.md §Transfer time). Either the announce or the decode request may arrive first, so an entry
-is created by whichever comes first and expires at its deadline.
+(docs/mesh.md §Transfer time). Either the announce or the decode request may
+arrive first, so an entry is created by whichever comes first and expires at
+its deadline.
 """
 
 from __future__ import annotations
@@ -57,8 +58,8 @@ ENDED_KEPT = 4096  # assumed: more requests than a decode process ends within a 
 class TransferTable:
     def __init__(self) -> None:
         self._transfers: dict[str, Transfer] = {}
-        # Requests whose wait is over here. A late announce of one (prefill's confirm crossing after
-        # main decode gave up, a retry's first attempt unwinding) would open a transfer nobody awaits.
+        # Requests whose wait is over here. A late announce of one (a retry's first attempt unwinding,
+        # an abort crossing after main decode gave up) would open a transfer nobody awaits.
         self._ended: OrderedDict[str, None] = OrderedDict()
         self.late_announces = 0  # announces of such requests: acknowledged, their frames counted as orphans
         self.completed = 0
@@ -74,7 +75,8 @@ class TransferTable:
 
     def announce(self, request_id: str, frames: int, real_bytes: int, emulated_bytes: int,
                  first_token: int, num_tokens: int, first_token_pending: bool = False) -> Transfer | None:
-        """A streamed transfer is announced twice: before prefill (first token pending), then with it.
+        """A streamed transfer is announced before prefill (first token pending) and completed by its
+        last frame (on_frame); one sent after prefill is announced with its first token.
 
         None for a request whose wait here is over: the sender's other receivers (a relay serving
         the request on) are not failed for it, and its frames land as orphans.
@@ -198,8 +200,9 @@ class KvReceiver:
             self._budget.notify_all()
 
     async def _next_frame(self, reader: asyncio.StreamReader) -> tuple[str, int, int, int, Completion | None] | None:
-        """(request id, seq, of, payload size, completion) of the next frame, None at a clean end; TimeoutError when
-        idle or a frame takes too long. Only the figures are kept: the payload is freed with its budget."""
+        """(request id, seq, of, payload size, completion) of the next frame, None at a clean end;
+        TimeoutError when idle or a frame takes too long. Only the figures are kept: the payload is
+        freed with its budget."""
         async with asyncio.timeout(self.limits.idle_s):
             length = await read_header(reader, self.limits.frame_bytes)
         if length is None:

@@ -33,7 +33,8 @@ class Shipment:
     tokens: int
     emulated_bytes: int
     real_bytes: int
-    announce: pb.TransferAnnounce | None = None  # as sent: a streamed one lacks the first token its last frame carries
+    # As sent: a streamed one lacks the first token, which its last frame carries.
+    announce: pb.TransferAnnounce | None = None
     cancel: asyncio.Event | None = None
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-
 from typing import AsyncIterator
 
 from services.kv.frames import DEFAULT_FRAME_PAYLOAD_BYTES, Completion, frame_count
