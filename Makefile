@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "pdd-emu needs Python 3.11+"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[test]'
+	$(BIN)/python -m pip install -q -e '.[test,sweep]'
 	touch $(STAMP)
 
 venv: $(STAMP) ## create or update the virtual environment in .venv

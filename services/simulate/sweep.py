@@ -59,6 +59,10 @@ class ClusterUnreachable(ValueError):
     """The sweep could not join the Ray cluster it was given."""
 
 
+class RayMissing(ValueError):
+    """Ray is not installed where the sweep runs."""
+
+
 def join_cluster(ray: Any, address: str) -> None:
     """Join a running cluster; failing that, say why in one line instead of Ray's traceback."""
     try:
@@ -73,11 +77,20 @@ def join_cluster(ray: Any, address: str) -> None:
             "~/.ray/auth_token or RAY_AUTH_TOKEN (docs/simulate.md, \"Sweeps on Ray\")") from None
 
 
+def import_ray() -> Any:
+    """Ray itself; it is the `sweep` extra, kept out of the container image (about 250 MB installed)."""
+    try:
+        import ray  # a second or more to import, and only a sweep needs it
+    except ImportError:
+        raise RayMissing("sweep --simulate runs its points on Ray, which is not installed: "
+                                 "pip install 'pdd-emu[sweep]' (make venv installs it)") from None
+    return ray
+
+
 def run_on_ray(sweep: SimulatedSweep, out_dir: Path, address: str | None = None, num_cpus: int | None = None,
                progress: bool = False, threshold: float = ATTAINMENT_THRESHOLD) -> SweepResult:
     """Every point as a Ray task at once; their outputs written as they finish."""
-    import ray  # a second or more to import, and only a sweep needs it
-
+    ray = import_ray()
     started_here = not ray.is_initialized()
     if started_here:
         if address is not None:

@@ -44,9 +44,15 @@ class Stack:
         return proc.stdout
 
     def up(self, scenario: str, overrides: str = "") -> None:
-        """Run `scenario`; a changed scenario changes every container's environment, so all are recreated."""
+        """Run `scenario`; a changed scenario changes every container's environment, so all are recreated.
+
+        The old containers go first: on the vfs storage driver each container is a full copy of the
+        image, and recreating them in place holds two copies of every one at once.
+        """
         if self.running == (scenario, overrides):
             return
+        if self.running is not None:
+            self.down()
         self.env.update(PDD_EMU_SCENARIO=scenario, PDD_EMU_SET=overrides)
         self.running = None
         self.compose("up", "-d", "--wait", "--wait-timeout", str(UP_TIMEOUT_S), timeout=UP_TIMEOUT_S + 60)

@@ -87,3 +87,11 @@ def test_a_sweep_joins_a_running_cluster_by_address_and_leaves_it_running(tmp_pa
     still_up = subprocess.run([ray, "status", "--address", address], capture_output=True, text=True, env=env,
                               timeout=RAY_DEADLINE_S)
     assert still_up.returncode == 0, still_up.stderr  # joined, not started: the cluster outlives the sweep
+
+
+def test_a_sweep_without_ray_installed_says_which_extra_to_install(monkeypatch):
+    from services.simulate.sweep import RayMissing, import_ray
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # what `import ray` meets where Ray is not installed
+    with pytest.raises(RayMissing, match=r"pdd-emu\[sweep\]"):
+        import_ray()
