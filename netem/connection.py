@@ -24,7 +24,22 @@ READ_BYTES = 1 << 20
 # (and could no longer cancel) long before the line carried the bytes. docs/netem.md §Backpressure.
 MIN_SHAPED_RCVBUF = 16 * 1024
 MAX_SHAPED_RCVBUF = 4 * 1024 * 1024
+# A receive window under a few segments stalls: Linux's receiver-side silly-window avoidance keeps
+# advertising zero until a whole segment's space is free, so a paused-and-resumed sender can wait
+# for its persist timer (200 ms or more) to probe the window open. Loopback's segment is 64 KiB,
+# so a 64 KiB queue's 32 KiB buffer stalled KV transfers by 50-375 ms (docs/netem.md §Backpressure).
+MIN_SEGMENTS_IN_RCVBUF = 4
 _LINGER_RESET = struct.pack("ii", 1, 0)  # SO_LINGER on, timeout 0: close() sends RST
+
+
+def shaped_rcvbuf(queue_bytes: int, sock: socket.socket) -> int:
+    """SO_RCVBUF of a shaped direction's socket: half the queue, but room for a few of its segments."""
+    try:
+        segment = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG)
+    except OSError:  # not TCP (a test's socketpair): no segment to make room for
+        segment = 0
+    size = max(queue_bytes // 2, MIN_SHAPED_RCVBUF, MIN_SEGMENTS_IN_RCVBUF * segment)
+    return min(size, MAX_SHAPED_RCVBUF)
 
 
 class Endpoint(asyncio.BufferedProtocol):
@@ -41,8 +56,7 @@ class Endpoint(asyncio.BufferedProtocol):
         config = self.inbound.direction.config
         sock = self.transport.get_extra_info("socket")
         if config.rate_bps and sock is not None:
-            size = min(max(config.queue_bytes // 2, MIN_SHAPED_RCVBUF), MAX_SHAPED_RCVBUF)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, size)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, shaped_rcvbuf(config.queue_bytes, sock))
         self.inbound.source = self.transport
         self.outbound.sink = self.transport
         self.conn.endpoint_ready(self)
