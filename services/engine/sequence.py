@@ -37,7 +37,7 @@ class Sequence:
     """
 
     request_id: str
-    context: list[TokenId]
+    context: list[TokenId] | np.ndarray  # an array is converted once; the engine's copy is a list
     prompt_len: int
     kv_tokens: int
     generate: int
@@ -138,7 +138,12 @@ class SequenceState:
 
     def __init__(self, seq: Sequence, block_size: int, vocab_size: int, now: Seconds) -> None:
         self.request_id = seq.request_id
-        self.context = list(seq.context)
+        if isinstance(seq.context, np.ndarray):  # a role's received ids: one conversion, not two
+            tokens = seq.context.astype(np.int64, copy=False)
+            self.context = seq.context.tolist()
+        else:
+            self.context = list(seq.context)
+            tokens = np.fromiter(self.context, dtype=np.int64, count=len(self.context))
         self.prompt_len = seq.prompt_len
         self.kv_tokens = seq.kv_tokens
         self.kv_from = seq.kv_from
@@ -147,7 +152,6 @@ class SequenceState:
         self.end_position = seq.first_position + seq.generate
         self.limit: int | None = None  # positions >= limit are held back (pause / set_limit)
         self._block_size = block_size
-        tokens = np.fromiter(self.context, dtype=np.int64, count=len(self.context))  # converted once, used thrice
         validate(seq, vocab_size, tokens)
         self.hashes = extend_block_hashes(list(seq.block_hashes or ()), tokens, block_size)
         self.published_blocks = 0

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from services.engine.scheduler import Engine, SequenceHandle
 from services.engine.sequence import Sequence
 from services.relay_decode.relay import StopWhen
@@ -38,7 +40,7 @@ class HandoffOutcome:
     finished_on_relay: bool = False
 
 
-async def take_over_by_kv(relay: RelayPeer, engine: Engine, request, prompt: list[int], me: str,
+async def take_over_by_kv(relay: RelayPeer, engine: Engine, request, prompt: np.ndarray, me: str,
                           wait_transfer, kv_from: int = 0, received: Prompt | None = None,
                           clock: Clock = unix_time) -> HandoffOutcome:
     """pdd-kvship: stop the relay and receive the KV of its tokens over the WAN instead of recomputing.
@@ -54,7 +56,7 @@ async def take_over_by_kv(relay: RelayPeer, engine: Engine, request, prompt: lis
         return HandoffOutcome(None, HandoffMode.ONE_SHOT, 0, len(ids), started, finished_on_relay=True)
     await wait_transfer(f"{request.request_id}/handoff")
     # The relay computed KV for every id but the last (a generated token's own KV comes with the next step).
-    seq = Sequence(request_id=request.request_id, context=prompt + ids, prompt_len=len(prompt),
+    seq = Sequence(request_id=request.request_id, context=np.append(prompt, ids), prompt_len=len(prompt),
                    kv_tokens=len(prompt) + len(ids) - 1, generate=request.max_tokens - len(ids),
                    first_position=len(ids), seed=request.seed, kv_from=kv_from, **_known(received))
     return HandoffOutcome(engine.submit(seq), HandoffMode.ONE_SHOT, 1, len(ids), started)
@@ -65,7 +67,7 @@ def _known(received: Prompt | None) -> dict:
     return {} if received is None else {"block_hashes": received.hashes, "fingerprint": received.fingerprint}
 
 
-async def take_over(relay: RelayPeer, engine: Engine, request, prompt: list[int], spec: PddSpec,
+async def take_over(relay: RelayPeer, engine: Engine, request, prompt: np.ndarray, spec: PddSpec,
                     kv_from: int = 0, received: Prompt | None = None, clock: Clock = unix_time) -> HandoffOutcome:
     rid, max_tokens = request.request_id, request.max_tokens
     started = clock()
@@ -112,10 +114,10 @@ async def take_over(relay: RelayPeer, engine: Engine, request, prompt: list[int]
         raise
 
 
-def _submit(engine: Engine, request, prompt: list[int], ids: list[int], hold: bool, kv_from: int,
+def _submit(engine: Engine, request, prompt: np.ndarray, ids: list[int], hold: bool, kv_from: int,
             received: Prompt | None) -> SequenceHandle:
     """Prompt KV is present from kv_from on (it crossed the WAN); the relay's ids are computed as an extend chunk."""
-    seq = Sequence(request_id=request.request_id, context=prompt + ids, prompt_len=len(prompt),
+    seq = Sequence(request_id=request.request_id, context=np.append(prompt, ids), prompt_len=len(prompt),
                    kv_tokens=len(prompt), generate=request.max_tokens - len(ids), first_position=len(ids),
                    seed=request.seed, kv_from=kv_from, **_known(received))
     handle = engine.submit(seq)

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, AsyncIterator, Callable
 
+import numpy as np
+
 from services.engine.sequence import EngineFull, Sequence, TokenEvent
 from services.kv.receiver import TransferFailed, TransferTable
 from services.main_decode.handoff import take_over, take_over_by_kv
@@ -59,8 +61,8 @@ class MainDecodeRole:
                        sink: Sink | None = None) -> AsyncIterator[TokenEvent | pb.GenerateEvent]:
         """Engine TokenEvents and then the GenerateEvent carrying the stats; `sink` may take tokens first."""
         rid, received = request.request_id, self.process.received(request)
-        prompt, hashes, fingerprint = received.ids.tolist(), received.hashes, received.fingerprint
-        if not prompt or request.max_tokens < 1:
+        prompt, hashes, fingerprint = received.ids, received.hashes, received.fingerprint
+        if not len(prompt) or request.max_tokens < 1:
             raise RoleError(ErrorKind.INVALID, "need a prompt and max_tokens >= 1")
         if self.process.draining:
             raise RoleError(ErrorKind.UNAVAILABLE, f"{self.process.service.name} is draining")
@@ -103,7 +105,7 @@ class MainDecodeRole:
                 self.ledger.settle(rid)
             yield pb.GenerateEvent(stats=stats)
             return
-        seq = Sequence(request_id=rid, context=prompt + [transfer.first_token], prompt_len=len(prompt),
+        seq = Sequence(request_id=rid, context=np.append(prompt, transfer.first_token), prompt_len=len(prompt),
                        kv_tokens=len(prompt), generate=request.max_tokens - 1, first_position=1, seed=request.seed,
                        block_hashes=hashes, fingerprint=fingerprint, kv_from=kv_from)
         try:
@@ -121,7 +123,7 @@ class MainDecodeRole:
             self.ledger.remove(rid)
 
     async def _take_over(self, request, received, prompt, engine, stats, sink, first_token: int, kv_from: int):
-        """Main decode's part after its KV landed; `received` is the request's Prompt, `prompt` its ids as a list."""
+        """Main decode's part after its KV landed; `received` is the request's Prompt, `prompt` its ids (an array)."""
         relay = self.relay(request.handoff_from)
         try:
             if self.scenario.mode is Mode.PDD_KVSHIP:
@@ -169,7 +171,7 @@ class MainDecodeRole:
         if request.max_tokens == 1:
             yield pb.GenerateEvent(stats=stats)
             return
-        seq = Sequence(request_id=request.request_id, context=prompt + [first_token], prompt_len=len(prompt),
+        seq = Sequence(request_id=request.request_id, context=np.append(prompt, first_token), prompt_len=len(prompt),
                        kv_tokens=len(prompt), generate=request.max_tokens - 1, first_position=1, seed=request.seed,
                        block_hashes=received.hashes, fingerprint=received.fingerprint, kv_from=kv_from)
         async for event in sequence_events(self.process.submit(engine, seq), stats, self.ledger, hit_from_engine=False,

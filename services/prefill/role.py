@@ -42,8 +42,8 @@ class PrefillRole:
     async def prefill(self, request: pb.PrefillRequest) -> pb.PrefillReply:
         rid = request.request_id
         received = self.process.received(request)
-        prompt, hashes = received.ids.tolist(), received.hashes
-        if not prompt:
+        prompt, hashes = received.ids, received.hashes
+        if not len(prompt):
             raise RoleError(ErrorKind.INVALID, "empty prompt")
         targets = [(request.kv_target, request.receiver_hit_tokens)]
         if request.kv_target_secondary:
