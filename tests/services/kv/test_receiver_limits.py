@@ -8,7 +8,7 @@ import tracemalloc
 
 import pytest
 
-from services.kv.frames import HEADER, KvFrame
+from services.kv.frames import HEADER
 from services.kv.receiver import KvReceiver, ReceiverLimits, TransferTable
 from tests.services.kv.test_kv_sockets import WAIT_S, _free_port, _transfer_completes
 
