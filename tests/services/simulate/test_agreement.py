@@ -1,8 +1,9 @@
 """The simulation against the mesh: one -mini preset per mode family, the same workload and seed, a light load.
 
 Asserted: the same text for every request, the same pipeline for 95% of them,
-and the mesh never faster than the simulation (the mesh is the model plus its
-own overhead). The percentile bounds (P50 and P90 within max(5%, 10 ms)) do not
+the mesh never faster than the simulation (the mesh is the model plus its
+own overhead), and on the PD presets each request's KV transfer time within
+max(10%, 40 ms) of the model's. The percentile bounds (P50 and P90 within max(5%, 10 ms)) do not
 hold yet: the mesh's TTFT carries 20-130 ms of its own HTTP hop, intake, RPC
 and link-process time that the model has none of (docs/simulate.md, "Agreement
 with the mesh"), so the test prints the broken bounds with the mesh's lag
@@ -20,7 +21,7 @@ from services.scenario.loader import load_scenario
 from services.simulate.agreement import BOUNDS, SAME_PIPELINE, bench_mesh, compare
 from services.simulate.run import Driven, run_simulation
 from tests.integration.mesh import get_json, plan_of, running_mesh
-from tests.tolerance import assert_at_least
+from tests.tolerance import assert_at_least, assert_close
 
 pytestmark = pytest.mark.integration
 
@@ -29,6 +30,11 @@ pytestmark = pytest.mark.integration
 WORKLOAD = "poisson:input=1000..16000,output=64"
 CONCURRENCY, DURATION_S, SEED = 1, 10.0, 5
 LIGHT_LAG_S = 0.005
+# One transfer at a time on the PD presets, the real link matches the model within 1-2% (docs/simulate.md,
+# "On a quiet machine"); the bound is loose for a loaded machine and catches a stalled window (50-375 ms, or
+# 15-105%, before shaped sockets got room for a few TCP segments). The PDD presets keep a known stall.
+SAME_TRANSFER_TIMES = ("pd-intra-mini", "pd-cross-mini")
+KV_REL, KV_ABS_S = 0.10, 0.040
 
 
 def _lag_p99(run_dir, reset: bool = False) -> float:
@@ -62,5 +68,8 @@ def test_simulation_agrees_with_the_mesh(preset, tmp_path):
         if s is not None and m.pdd["pipeline"] == s.pdd["pipeline"]:
             assert_at_least(m.ttft_s, s.ttft_s * (1 - BOUNDS["p50"][0]), what=f"{m.id}: mesh TTFT over the model's")
             assert_at_least(m.e2e_s, s.e2e_s * (1 - BOUNDS["p50"][0]), what=f"{m.id}: mesh E2E over the model's")
+            if preset in SAME_TRANSFER_TIMES:
+                assert_close(m.pdd["kv_transfer_s"], s.pdd["kv_transfer_s"], rel=KV_REL, abs_=KV_ABS_S,
+                             what=f"{m.id}: the mesh's KV transfer time against the model's")
     light = "light" if lag < LIGHT_LAG_S else "not light"
     print(f"{preset}: mesh lag p99 {lag * 1e3:.1f} ms ({light}); bounds broken: {agreement.violations() or 'none'}")
