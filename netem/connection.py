@@ -13,6 +13,7 @@ import socket
 import struct
 from typing import TYPE_CHECKING, cast
 
+from netem.config import DirectionConfig
 from netem.flow import Flow
 
 if TYPE_CHECKING:
@@ -29,7 +30,22 @@ MAX_SHAPED_RCVBUF = 4 * 1024 * 1024
 # for its persist timer (200 ms or more) to probe the window open. Loopback's segment is 64 KiB,
 # so a 64 KiB queue's 32 KiB buffer stalled KV transfers by 50-375 ms (docs/netem.md §Backpressure).
 MIN_SEGMENTS_IN_RCVBUF = 4
+MIN_ANNOUNCED_SEGMENT = 1024
+LOOPBACK_SEGMENT = 32 * 1024  # what Linux announces on lo (MTU 65536) unless told a smaller one
 _LINGER_RESET = struct.pack("ii", 1, 0)  # SO_LINGER on, timeout 0: close() sends RST
+
+
+def announced_segment(config: DirectionConfig) -> int | None:
+    """The TCP segment a link's listener announces for a shaped direction whose queue is small.
+
+    Half the queue must hold MIN_SEGMENTS_IN_RCVBUF segments, or the window stalls (above); a
+    smaller segment keeps the receive buffer at half the queue, so a stopped sender has no more
+    bytes in flight than the queue implies. None: loopback's own segment already fits.
+    """
+    if not config.rate_bps:
+        return None
+    segment = max(config.queue_bytes // 2 // MIN_SEGMENTS_IN_RCVBUF, MIN_ANNOUNCED_SEGMENT)
+    return segment if segment < LOOPBACK_SEGMENT else None
 
 
 def shaped_rcvbuf(queue_bytes: int, sock: socket.socket) -> int:

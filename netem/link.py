@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import random
+import socket
 import time
 from typing import Any, Coroutine, Literal, Mapping
 
 from netem.config import DIRECTIONS, ConfigError, Direction, LinkConfig
-from netem.connection import Connection
+from netem.connection import Connection, announced_segment
 from netem.direction import DirectionState
 from netem.schedule import Schedule
 from netem.scheduler import ScheduleRunner
@@ -67,6 +68,10 @@ class UserspaceLink:
             state.bind(self._loop.time, self.timers)
         host, port = self.listen
         self._server = await self._loop.create_server(lambda: Connection(self).client, host, port, reuse_address=True)
+        segment = announced_segment(self._directions["up"].config)
+        if segment is not None:  # before any client connects: the handshake announces it
+            for sock in self._server.sockets:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, segment)
         bound = self._server.sockets[0].getsockname()
         self.listen_address = (bound[0], bound[1])
         return self

@@ -1,12 +1,18 @@
-"""The receive buffer a shaped direction gives its accepted sockets (netem/connection.py `shaped_rcvbuf`)."""
+"""What a shaped direction does to its TCP sockets: the segment its listener announces and the receive
+buffer of each accepted socket (netem/connection.py `announced_segment`, `shaped_rcvbuf`)."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
 
 import pytest
 
-from netem.connection import MAX_SHAPED_RCVBUF, MIN_SEGMENTS_IN_RCVBUF, MIN_SHAPED_RCVBUF, shaped_rcvbuf
+from netem.config import DirectionConfig, LinkConfig
+from netem.connection import (MAX_SHAPED_RCVBUF, MIN_SEGMENTS_IN_RCVBUF, MIN_SHAPED_RCVBUF, announced_segment,
+                              shaped_rcvbuf)
+from netem.link import UserspaceLink
+from tests.netem.servers import Echo
 
 
 @pytest.fixture
@@ -41,3 +47,21 @@ def test_a_socket_without_tcp_segments_gets_half_the_queue_or_the_floor():
     finally:
         left.close()
         right.close()
+
+
+def test_a_small_shaped_queue_announces_a_segment_that_half_of_it_holds_four_times():
+    small = DirectionConfig(rate="10mbit", queue="64KiB")
+    assert MIN_SEGMENTS_IN_RCVBUF * announced_segment(small) <= small.queue_bytes // 2
+    assert announced_segment(DirectionConfig(rate="10mbit", queue="64MiB")) is None  # loopback's own fits
+    assert announced_segment(DirectionConfig(queue="64KiB")) is None  # unshaped: nothing waits on its window
+
+
+async def test_a_client_of_a_link_with_a_small_queue_sends_segments_that_fit_its_window():
+    config = LinkConfig.symmetric(rate="10mbit", queue="64KiB")
+    async with Echo() as echo, UserspaceLink(("127.0.0.1", 0), echo.address, config) as link:
+        reader, writer = await asyncio.open_connection(*link.listen_address)
+        try:
+            sock = writer.get_extra_info("socket")
+            assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG) <= announced_segment(config.up)
+        finally:
+            writer.close()
