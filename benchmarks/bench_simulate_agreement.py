@@ -36,7 +36,7 @@ def _lag_p99(plan, reset: bool = False) -> float:
 
 
 def _overheads(mesh_run: Driven, sim: Driven) -> dict[str, float]:
-    """Mean (mesh - simulation) in ms, per stage, over requests both completed on the same pipeline."""
+    """Mean (mesh - simulation) in ms, per stage, over requests both completed on the same pipeline; and the worst KV."""
     by_id = {r.id: r for r in sim.records if r.ok}
     stages: dict[str, list[float]] = {"http": [], "intake": [], "kv": [], "ttft": []}
     for m in mesh_run.records:
@@ -49,10 +49,10 @@ def _overheads(mesh_run: Driven, sim: Driven) -> dict[str, float]:
             stages["intake"].append(mt["prefill_sent"] - mt["received"] - (st["prefill_sent"] - st["received"]))
         stages["kv"].append(m.pdd["kv_transfer_s"] - s.pdd["kv_transfer_s"])
         stages["ttft"].append(m.ttft_s - s.ttft_s)
-    means = {k: round(statistics.fmean(v) * 1e3, 1) if v else float("nan") for k, v in stages.items()}
+    extra = {k: round(statistics.fmean(v) * 1e3, 1) if v else float("nan") for k, v in stages.items()}
     # The worst transfer too: a mean hid five stalled transfers of twelve behind seven exact ones.
-    means["kv_worst"] = round(max(stages["kv"]) * 1e3, 1) if stages["kv"] else float("nan")
-    return means
+    extra["kv_worst"] = round(max(stages["kv"]) * 1e3, 1) if stages["kv"] else float("nan")
+    return extra
 
 
 def one(preset: str, args: argparse.Namespace) -> None:

@@ -27,8 +27,10 @@ MIN_SHAPED_RCVBUF = 16 * 1024
 MAX_SHAPED_RCVBUF = 4 * 1024 * 1024
 # A receive window under a few segments stalls: Linux's receiver-side silly-window avoidance keeps
 # advertising zero until a whole segment's space is free, so a paused-and-resumed sender can wait
-# for its persist timer (200 ms or more) to probe the window open. Loopback's segment is 64 KiB,
+# for its persist timer (200 ms or more) to probe the window open. Loopback's segment is 32 KiB,
 # so a 64 KiB queue's 32 KiB buffer stalled KV transfers by 50-375 ms (docs/netem.md §Backpressure).
+# A link's listener announces a smaller segment where the queue is small (announced_segment); the
+# buffer floor covers the sockets whose segment it does not choose (its own connections upstream).
 MIN_SEGMENTS_IN_RCVBUF = 4
 MIN_ANNOUNCED_SEGMENT = 1024
 LOOPBACK_SEGMENT = 32 * 1024  # what Linux announces on lo (MTU 65536) unless told a smaller one

@@ -140,7 +140,7 @@ class SequenceState:
         self.request_id = seq.request_id
         if isinstance(seq.context, np.ndarray):  # a role's received ids: one conversion, not two
             tokens = seq.context.astype(np.int64, copy=False)
-            self.context = seq.context.tolist()
+            self.context = tokens.tolist()  # Python ints whatever the array's dtype (np.append of [] gives floats)
         else:
             self.context = list(seq.context)
             tokens = np.fromiter(self.context, dtype=np.int64, count=len(self.context))

@@ -20,8 +20,8 @@ from services.scenario.plan import LinkPlan
 # An assumption, not a fit: the smallest queue a scaled link keeps. A 64 MiB queue over a large
 # byte_scale falls to a few KB, where the link would pause its reads every segment or two (it
 # stops reading at the bound and sets SO_RCVBUF to half of it, or to a few TCP segments if more,
-# docs/netem.md §Serialization and backpressure). 64 KiB is TCP's largest window without window scaling (RFC 7323), so one
-# unscaled window always fits.
+# docs/netem.md §Serialization and backpressure). 64 KiB is TCP's largest window without window
+# scaling (RFC 7323), so one unscaled window always fits.
 MIN_QUEUE_BYTES = 64 * 2**10
 _UNLIMITED = (None, "", "none", "unlimited")
 

@@ -83,7 +83,7 @@ def import_ray() -> Any:
         import ray  # a second or more to import, and only a sweep needs it
     except ImportError:
         raise RayMissing("sweep --simulate runs its points on Ray, which is not installed: "
-                                 "pip install 'pdd-emu[sweep]' (make venv installs it)") from None
+                         "pip install 'pdd-emu[sweep]' (make venv installs it)") from None
     return ray
 
 

@@ -3,8 +3,8 @@
 Asserted: the same text for every request, the same pipeline for 95% of them,
 the mesh never faster than the simulation (the mesh is the model plus its
 own overhead), and on the PD presets each request's KV transfer time within
-max(10%, 40 ms) of the model's. The percentile bounds (P50 and P90 within max(5%, 10 ms)) do not
-hold yet: the mesh's TTFT carries 20-130 ms of its own HTTP hop, intake, RPC
+max(10%, 40 ms) of the model's. The percentile bounds (P50 and P90 within
+max(5%, 10 ms)) do not hold on every preset yet: the mesh's TTFT carries 20-130 ms of its own HTTP hop, intake, RPC
 and link-process time that the model has none of (docs/simulate.md, "Agreement
 with the mesh"), so the test prints the broken bounds with the mesh's lag
 instead of asserting them; benchmarks/bench_simulate_agreement.py records them.
