@@ -15,8 +15,8 @@ datacenters crosses wan-link: KV frames on the WAN's KV links, and gRPC on
 
 from __future__ import annotations
 
-from services.scenario.plan import (LinkPlan, MeshPlan, ServicePlan, control_routes, control_spec, kv_paths,
-                                    router_dc)
+from services.scenario.plan import (FEED_SERVERS, LinkPlan, MeshPlan, ServicePlan, control_routes, control_spec,
+                                    kv_paths, route_name, router_dc)
 from services.scenario import PoolSpec, Scenario
 from services.types import Mode, Role
 
@@ -24,6 +24,7 @@ BIND_ALL = "0.0.0.0"
 ROUTER_PORT = 8000  # the user API inside the router container; the host port is PDD_EMU_PORT
 HEALTH_PORT = 8080  # every other container answers /health here (pools and link hosts alike)
 GRPC_PORT = 50051
+FEED_PORT = 50052
 KV_PORT = 9000
 LINK_PORT_BASE = 9100  # link i listens on BASE + 2i, its control API on BASE + 2i + 1
 
@@ -69,6 +70,7 @@ def build_compose_plan(scenario: Scenario) -> MeshPlan:
         services.append(ServicePlan(
             name=pool.name, role=pool.role, host=container, pool=pool, dc=pool.dc, bind_host=BIND_ALL,
             http_port=HEALTH_PORT, grpc_port=GRPC_PORT, kv_port=KV_PORT if pool.role is not Role.PREFILL else 0,
+            feed_port=FEED_PORT if pool.role in FEED_SERVERS else 0,
         ))
     links = _kv_links(scenario, services) + _control_links(scenario, services)
     numbered = [link.model_copy(update={"listen_port": LINK_PORT_BASE + 2 * i,
@@ -92,11 +94,11 @@ def _kv_links(scenario: Scenario, services: list[ServicePlan]) -> list[LinkPlan]
 
 
 def _control_links(scenario: Scenario, services: list[ServicePlan]) -> list[LinkPlan]:
-    """A gRPC route through wan-link from each datacenter to every gRPC server of the other one."""
-    return [LinkPlan(name=f"{dc}-to-{target.name}-grpc", src=dc, dst=target.name, kind="wan", purpose="control",
+    """A route through wan-link from each datacenter to every gRPC server and token feed of the other one."""
+    return [LinkPlan(name=route_name(dc, target, port), src=dc, dst=target.name, kind="wan", purpose="control",
                      host=WAN_LINK, runner=WAN_LINK, listen_port=0, control_port=0, upstream_host=target.host,
-                     upstream_port=target.grpc_port, spec=control_spec(scenario.wan))
-            for dc, target in control_routes(services)]
+                     upstream_port=port, spec=control_spec(scenario.wan))
+            for dc, target, port in control_routes(services)]
 
 
 def links_on(plan: MeshPlan, runner: str) -> list[LinkPlan]:

@@ -1,12 +1,14 @@
-"""The decode side of the token feed: each engine step's tokens leave in one gRPC message.
+"""The decode side of the token feed: each engine step's tokens leave in one message.
 
-A gRPC stream message costs tens of microseconds at each end, far more than the
-rest of a token's way through the mesh. So a subscriber (the router) opens one
-`Tokens` stream per decode service, and every Generate call that names the feed
-puts its tokens here instead of sending them as its own events. The tokens of
-one engine step are put in one pass of the event loop, before the feed's writer
-runs again, so they leave together, at the end of the step that produced them
-(docs/mesh.md §Token feed).
+A stream message costs tens of microseconds at each end, far more than the rest
+of a token's way through the mesh. So a subscriber (the router) opens one feed
+per decode service, and every Generate call that names the feed puts its tokens
+here instead of sending them as its own events. The tokens of one engine step are
+put in one pass of the event loop, before the feed's writer runs again, so they
+leave together, at the end of the step that produced them (docs/mesh.md §Token
+feed). The feed leaves on a TCP stream of its own (services/main_decode/
+feed_server.py) or, where there is no such port (a simulation), as the `Tokens`
+gRPC stream (`messages`).
 """
 
 from __future__ import annotations
@@ -24,26 +26,45 @@ class FeedClosed(RuntimeError):
     """The subscriber's feed ended (it hung up or opened a new one): its tokens have nowhere to go."""
 
 
-class Feed:
-    __slots__ = ("subscriber", "closed", "_ids", "_positions", "_tokens", "_waiter")
+Batch = tuple[list[str], list[int], list[int]]  # request ids, positions, tokens: one step's
 
-    def __init__(self, subscriber: str) -> None:
+
+class Feed:
+    __slots__ = ("subscriber", "closed", "_ids", "_positions", "_tokens", "_waiter", "_send", "_loop")
+
+    def __init__(self, subscriber: str, send: Callable[[Batch], None] | None = None) -> None:
+        """`send`: called with each batch once the loop pass that put it ends; None: read `messages()`."""
         self.subscriber = subscriber
         self.closed = False
         self._ids: list[str] = []
         self._positions: list[int] = []
         self._tokens: list[int] = []
         self._waiter: asyncio.Future[None] | None = None
+        self._send = send
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def put(self, request_id: str, position: int, token: int) -> None:
         if self.closed:
             raise FeedClosed(f"the token feed of {self.subscriber} is closed")
+        if not self._ids and self._send is not None:  # the batch's first token: send it after this pass
+            if self._loop is None:
+                self._loop = asyncio.get_running_loop()
+            self._loop.call_soon(self._flush)
         self._ids.append(request_id)
         self._positions.append(position)
         self._tokens.append(token)
         waiter, self._waiter = self._waiter, None
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
+
+    def take(self) -> Batch:
+        batch = self._ids, self._positions, self._tokens
+        self._ids, self._positions, self._tokens = [], [], []
+        return batch
+
+    def _flush(self) -> None:
+        if self._ids and not self.closed:
+            self._send(self.take())
 
     async def messages(self) -> AsyncIterator[pb.StepTokens]:
         """An empty message (the feed is open), then one message per batch of tokens put."""
@@ -53,10 +74,8 @@ class Feed:
                 self._waiter = asyncio.get_running_loop().create_future()
                 await self._waiter
                 continue
-            message = pb.StepTokens(request_id=self._ids, position=self._positions, token=self._tokens,
-                                    t_unix=time.time())
-            self._ids, self._positions, self._tokens = [], [], []
-            yield message
+            ids, positions, tokens = self.take()
+            yield pb.StepTokens(request_id=ids, position=positions, token=tokens, t_unix=time.time())
 
     def close(self) -> None:
         self.closed = True
@@ -71,11 +90,11 @@ class FeedTable:
     def __init__(self) -> None:
         self._feeds: dict[str, Feed] = {}
 
-    def open(self, subscriber: str) -> Feed:
+    def open(self, subscriber: str, send: Callable[[Batch], None] | None = None) -> Feed:
         previous = self._feeds.get(subscriber)
         if previous is not None:
             previous.close()
-        feed = self._feeds[subscriber] = Feed(subscriber)
+        feed = self._feeds[subscriber] = Feed(subscriber, send)
         return feed
 
     def close(self, feed: Feed) -> None:

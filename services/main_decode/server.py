@@ -4,7 +4,8 @@ Every decode pool (PD decode, colocated, PDD main decode and relay decode) runs 
 the gRPC adapter of the decode core (services/main_decode/role.py) and of the relay's core
 (services/relay_decode/role.py, whose calls only a relay gets). Each call goes to a core, and
 the cores' RoleErrors leave as status codes (services/rpc/errors.py). The adapter owns what
-is I/O: the KV receiver's sockets, the channels to the relays, the token feeds.
+is I/O: the KV receiver's sockets, the channels to the relays, the token feeds (on their own TCP
+port, services/main_decode/feed_server.py, or as the `Tokens` stream).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from services.instances import RoleProcess
 from services.kv.receiver import KvReceiver, ReceiverLimits, TransferTable
 from services.kv.shipper import KvRoutes, KvShipper
 from services.main_decode.feed import FeedTable, Route
+from services.main_decode.feed_server import FeedServer
 from services.main_decode.relay_peer import GrpcRelayPeer
 from services.main_decode.role import MainDecodeRole
 from services.relay_decode.relay import RelayLedger, StopWhen
@@ -47,6 +49,7 @@ class DecodeService(pb_grpc.DecodeServicer):
         self._channels = []
         self.shipper = KvShipper(process.plan, process.service.name, kv_routes)  # the relay's KV, pdd-kvship only
         self.feeds = FeedTable()
+        self.feed_server = FeedServer(self.feeds, process.service.listen_host, process.service.feed_port)
         self.role = MainDecodeRole(process, self.transfers, self.relay, self._relay_peer)
         self.relay_role = RelayDecodeRole(self.relay, self.shipper, process.load, scenario.transfer_timeout_s)
 
@@ -121,6 +124,7 @@ class DecodeService(pb_grpc.DecodeServicer):
                 "decoded_without_relay": role.relay_missing}
 
     async def close(self) -> None:
+        await self.feed_server.close()
         await self.receiver.stop()
         await self.shipper.close()
         for ch in self._channels:
@@ -132,5 +136,7 @@ async def serve(plan: MeshPlan, service: ServicePlan) -> None:
     servicer = DecodeService(process)
     if service.kv_port:
         await servicer.receiver.start()
+    if service.feed_port:
+        await servicer.feed_server.start()
     await process.run(lambda server: pb_grpc.add_DecodeServicer_to_server(servicer, server),
                       extra_stats=servicer.stats, on_close=servicer.close)

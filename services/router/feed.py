@@ -1,9 +1,10 @@
-"""The router's side of the token feed: one Tokens stream per decode service, and the streams that read it.
+"""The router's side of the token feed: one feed per decode service, and the streams that read it.
 
 Each decode service sends one message per engine step carrying the tokens of
 every request of this router that the step advanced (services/main_decode/
-feed.py, docs/mesh.md §Token feed). `TokenFeed` hands them to the waiting
-requests; `DecodeStream` is one Generate call seen as a single ordered series
+feed.py, docs/mesh.md §Token feed), on its feed port (`tcp_feed`) or, in a
+simulation, as the `Tokens` gRPC stream (`grpc_feed`). `TokenFeed` hands them to
+the waiting requests; `DecodeStream` is one Generate call seen as a single ordered series
 of `Token`s and then its `GenerateStats`, whichever way its tokens travelled.
 A stats message names the stream's end position, and the tokens of the feed may
 arrive after it, so it is held back until every position below that has come.
@@ -15,13 +16,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import AsyncIterator
+from typing import AsyncIterator, Awaitable, Callable
 
 import grpc
+import msgpack
 
 from services.engine.sequence import EventChannel
 from services.roles import Token
-from services.rpc import metadata, pb, pb_grpc
+from services.rpc import feed_wire, metadata, pb, pb_grpc
 from services.rpc.errors import role_error
 from services.types import ErrorKind, RoleError
 
@@ -32,11 +34,15 @@ _CALL_DONE = object()
 _new_tuple = tuple.__new__  # Token(position, token_id) runs NamedTuple's Python __new__; this builds it in C
 
 
-class TokenFeed:
-    """The long-lived Tokens stream of one decode service, reopened whenever it breaks."""
+# Runs one connection of a feed, handing its steps to `TokenFeed.deliver`; returns why it ended.
+FeedConnect = Callable[["TokenFeed"], Awaitable[str]]
 
-    def __init__(self, stub: pb_grpc.DecodeStub, service: str) -> None:
-        self.stub, self.service = stub, service
+
+class TokenFeed:
+    """The long-lived feed of one decode service, reopened whenever it breaks."""
+
+    def __init__(self, connect: FeedConnect, service: str) -> None:
+        self.connect, self.service = connect, service
         self.open = False  # requests use the feed only once the service has said it is open
         self.routes: dict[str, EventChannel] = {}
         self.messages = self.tokens = 0  # how well steps batch: tokens / messages
@@ -65,22 +71,21 @@ class TokenFeed:
     def unsubscribe(self, request_id: str) -> None:
         self.routes.pop(request_id, None)
 
+    def deliver(self, request_ids, positions, tokens) -> None:
+        """One step's tokens, parallel sequences; an empty step says the feed is open (or still alive)."""
+        self.open = True
+        self.messages += 1
+        self.tokens += len(positions)
+        routes = self.routes
+        for rid, pair in zip(request_ids, zip(positions, tokens)):
+            inbox = routes.get(rid)
+            if inbox is not None:  # absent: the request already ended here
+                inbox.put(_new_tuple(Token, pair))
+
     async def _run(self) -> None:
         while True:
-            call = self.stub.Tokens(pb.TokensRequest(subscriber=SUBSCRIBER), wait_for_ready=True)
             try:
-                async for message in call:
-                    self.open = True
-                    self.messages += 1
-                    self.tokens += len(message.position)
-                    routes = self.routes
-                    for rid, pair in zip(message.request_id, zip(message.position, message.token)):
-                        inbox = routes.get(rid)
-                        if inbox is not None:  # absent: the request already ended here
-                            inbox.put(_new_tuple(Token, pair))
-                reason = "ended"
-            except grpc.aio.AioRpcError as exc:
-                reason = exc.details() or exc.code().name
+                reason = await self.connect(self)
             finally:
                 self.open = False
             self._fail_all(reason)
@@ -90,6 +95,83 @@ class TokenFeed:
         routes, self.routes = self.routes, {}
         for inbox in routes.values():
             inbox.put(RoleError(ErrorKind.FAILED, f"token feed from {self.service} broke ({reason})"))
+
+
+def grpc_feed(stub: pb_grpc.DecodeStub) -> FeedConnect:
+    """The feed as the `Tokens` gRPC stream: where a service has no feed port (a simulation's stubs)."""
+    async def connect(feed: TokenFeed) -> str:
+        call = stub.Tokens(pb.TokensRequest(subscriber=SUBSCRIBER), wait_for_ready=True)
+        try:
+            async for message in call:
+                feed.deliver(message.request_id, message.position, message.token)
+            return "ended"
+        except grpc.aio.AioRpcError as exc:
+            return exc.details() or exc.code().name
+    return connect
+
+
+def tcp_feed(address: str) -> FeedConnect:
+    """The feed on the service's feed port (services/rpc/feed_wire.py)."""
+    host, port = address.rsplit(":", 1)
+
+    async def connect(feed: TokenFeed) -> str:
+        loop = asyncio.get_running_loop()
+        try:
+            transport, reader = await asyncio.wait_for(
+                loop.create_connection(lambda: FeedReader(feed), host, int(port)), feed_wire.CONNECT_S)
+        except (OSError, asyncio.TimeoutError) as exc:
+            return f"cannot connect to {address}: {exc or type(exc).__name__}"
+        try:
+            return await reader.ended
+        finally:
+            transport.abort()
+    return connect
+
+
+class FeedReader(asyncio.Protocol):
+    """Steps parsed as they arrive, in the callback that reads them: no task wakes per message."""
+
+    def __init__(self, feed: TokenFeed) -> None:
+        self.feed = feed
+        self._loop = asyncio.get_running_loop()
+        self.ended: asyncio.Future[str] = self._loop.create_future()
+        self._unpacker = feed_wire.unpacker()
+        self._heard = False
+        self._reason: str | None = None
+        self._watch: asyncio.TimerHandle | None = None
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:
+        self.transport = transport
+        transport.write(feed_wire.hello(SUBSCRIBER))
+        self._watch = self._loop.call_later(feed_wire.SILENT_S, self._check)
+
+    def data_received(self, data: bytes) -> None:
+        self._heard = True
+        deliver, step_of = self.feed.deliver, feed_wire.step_of
+        try:
+            self._unpacker.feed(data)
+            for value in self._unpacker:
+                deliver(*step_of(value))
+        except (feed_wire.FeedWireError, msgpack.UnpackException, ValueError) as exc:
+            self._hang_up(f"bad feed data: {exc}")
+
+    def _check(self) -> None:
+        if not self._heard:
+            self._hang_up(f"nothing for {feed_wire.SILENT_S:g} s")
+            return
+        self._heard = False
+        self._watch = self._loop.call_later(feed_wire.SILENT_S, self._check)
+
+    def _hang_up(self, reason: str) -> None:
+        self._reason = reason
+        self.transport.abort()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
+        if not self.ended.done():
+            self.ended.set_result(self._reason or (f"connection lost: {exc}" if exc else "ended"))
 
 
 class DecodeStream:

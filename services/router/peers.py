@@ -14,7 +14,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any, Mapping
 
 from services.profiles import load_model
-from services.router.feed import DecodeStream, TokenFeed
+from services.router.feed import DecodeStream, TokenFeed, grpc_feed, tcp_feed
 from services.router.prompts import Resends, lookup_request, not_held, resent_whole, with_prompt
 from services.router.resend import ResendingDecodeStub
 from services.rpc import channel, pb, pb_grpc
@@ -44,7 +44,9 @@ class Peers:
         self._next_prefill = 0
         self.kv_bytes_per_token = load_model(plan.scenario.model).kv_bytes_per_token
         self._cancels: set[asyncio.Task] = set()
-        self.feeds = {n: TokenFeed(stub, n) for n, stub in self.decode.items()}
+        self.feeds = {n: TokenFeed(tcp_feed(plan.feed_address(n, "router")) if self._channels
+                                   and plan.service(n).feed_port else grpc_feed(stub), n)
+                      for n, stub in self.decode.items()}  # given stubs (a simulation): the Tokens stream
         self.resends = Resends()
 
     def generate(self, service: str, request: pb.GenerateRequest, job: Job) -> DecodeStream:

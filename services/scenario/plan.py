@@ -18,6 +18,7 @@ from services.scenario import LinkSpec, PoolSpec, Scenario
 from services.types import Mode, Role
 
 KV_RECEIVERS = (Role.DECODE, Role.MAIN_DECODE, Role.RELAY_DECODE)
+FEED_SERVERS = (*KV_RECEIVERS, Role.COLOCATED)  # every pool the decode process serves
 
 
 class ServicePlan(BaseModel):
@@ -28,6 +29,7 @@ class ServicePlan(BaseModel):
     http_port: int  # health and /metrics (the user API too, for the router)
     grpc_port: int = 0
     kv_port: int = 0
+    feed_port: int = 0  # a decode service's token feeds (services/main_decode/feed_server.py)
     pool: PoolSpec | None = None
     dc: str = ""
     bind_host: str | None = None  # where it listens, when not `host` (0.0.0.0 in a container)
@@ -86,13 +88,24 @@ class MeshPlan(BaseModel):
                 return link
         raise KeyError(f"no link from {src!r} to {dst!r}")
 
+    def control_link(self, dc: str, target: str, port: int) -> LinkPlan | None:
+        """The control route from datacenter `dc` to `target`'s `port`, if there is one."""
+        for link in self.links:
+            if link.purpose == "control" and link.dst == target and link.src == dc and link.upstream_port == port:
+                return link
+        return None
+
     def grpc_address(self, target: str, consumer: str) -> str:
         """How `consumer` reaches `target`'s gRPC port: directly, or through a control route across datacenters."""
-        service, me = self.service(target), self.service(consumer)
-        for link in self.links:
-            if link.purpose == "control" and link.dst == target and link.src == me.dc:
-                return link.address
-        return service.grpc_address
+        service = self.service(target)
+        link = self.control_link(self.service(consumer).dc, target, service.grpc_port)
+        return link.address if link is not None else service.grpc_address
+
+    def feed_address(self, target: str, consumer: str) -> str:
+        """How `consumer` reaches `target`'s token feeds: as its gRPC port, directly or by a control route."""
+        service = self.service(target)
+        link = self.control_link(self.service(consumer).dc, target, service.feed_port)
+        return link.address if link is not None else f"{service.host}:{service.feed_port}"
 
     @property
     def router(self) -> ServicePlan:
@@ -112,15 +125,21 @@ def router_dc(scenario: Scenario) -> str:
     return entry[0].dc
 
 
-def control_routes(services: list[ServicePlan] | tuple[ServicePlan, ...]) -> list[tuple[str, ServicePlan]]:
-    """(a caller's datacenter, a gRPC server in another one): every route gRPC takes across the WAN.
+def control_routes(services: list[ServicePlan] | tuple[ServicePlan, ...]) -> list[tuple[str, ServicePlan, int]]:
+    """(a caller's datacenter, a server in another one, its port): every route control takes across the WAN.
 
-    MeshPlan.grpc_address picks the link of such a route for any caller across datacenters: the
-    router and prefill reaching main decode, main decode reaching the relay for handoffs, the relay
-    announcing kvship transfers to main decode.
+    Each gRPC port and each token-feed port of a service is a route of its own. MeshPlan.grpc_address
+    and feed_address pick the link of such a route for any caller across datacenters: the router and
+    prefill reaching main decode, the router reading main decode's feed, main decode reaching the relay
+    for handoffs, the relay announcing kvship transfers to main decode.
     """
     dcs = sorted({s.dc for s in services})
-    return [(dc, target) for dc in dcs for target in services if target.grpc_port and target.dc != dc]
+    return [(dc, target, port) for dc in dcs for target in services if target.dc != dc
+            for port in (target.grpc_port, target.feed_port) if port]
+
+
+def route_name(dc: str, target: ServicePlan, port: int) -> str:
+    return f"{dc}-to-{target.name}-{'grpc' if port == target.grpc_port else 'feed'}"
 
 
 def control_spec(wan: LinkSpec) -> LinkSpec:
@@ -161,6 +180,7 @@ def plan_mesh(scenario: Scenario, host: str, port: Callable[[], int], router_por
         services.append(ServicePlan(
             name=pool.name, role=pool.role, host=host, pool=pool, http_port=port(), dc=pool.dc,
             grpc_port=port(), kv_port=port() if receives_kv else 0,
+            feed_port=port() if pool.role in FEED_SERVERS else 0,
         ))
     by_name = {s.name: s for s in services}
     links = []
@@ -173,9 +193,10 @@ def plan_mesh(scenario: Scenario, host: str, port: Callable[[], int], router_por
         ))
     # With control_over_wan, gRPC between datacenters crosses the WAN too, as in compose: lookups, Generate
     # and its token feed, announces and handoffs pay the round trip (docs/mesh.md §Topology).
-    for dc, target in control_routes(services) if scenario.control_over_wan else ():
+    for dc, target, target_port in control_routes(services) if scenario.control_over_wan else ():
         links.append(LinkPlan(
-            name=f"{dc}-to-{target.name}-grpc", src=dc, dst=target.name, kind="wan", purpose="control", host=host,
-            listen_port=port(), control_port=port(), upstream_port=target.grpc_port, spec=control_spec(scenario.wan),
+            name=route_name(dc, target, target_port), src=dc, dst=target.name, kind="wan", purpose="control",
+            host=host, listen_port=port(), control_port=port(), upstream_port=target_port,
+            spec=control_spec(scenario.wan),
         ))
     return MeshPlan(scenario=scenario, services=tuple(services), links=tuple(links))

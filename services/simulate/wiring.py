@@ -112,9 +112,7 @@ class SimulatedMesh:
 
     def control_route(self, target: str, caller: str) -> LinkPlan | None:
         """The control link `caller`'s calls to `target` cross (between datacenters), or None."""
-        dc = self.plan.service(caller).dc
-        return next((link for link in self.plan.links
-                     if link.purpose == "control" and link.src == dc and link.dst == target), None)
+        return self.plan.control_link(self.plan.service(caller).dc, target, self.plan.service(target).grpc_port)
 
     async def stop(self) -> None:
         if self.router.peers is not None:

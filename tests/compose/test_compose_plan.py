@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from services.launcher.compose_plan import (
-    GRPC_PORT, WAN_LINK, ComposePlanError, build_compose_plan, links_on, service_on,
+    FEED_PORT, GRPC_PORT, WAN_LINK, ComposePlanError, build_compose_plan, links_on, service_on,
 )
 from services.scenario import load_scenario
 from services.types import Role
@@ -34,10 +34,13 @@ def test_every_route_between_datacenters_goes_through_wan_link(plan):
             if not target.grpc_port or target.name == consumer.name:
                 continue
             address = plan.grpc_address(target.name, consumer.name)
+            feed = plan.feed_address(target.name, consumer.name) if target.feed_port else None
             if consumer.dc == target.dc:
                 assert address == f"{target.host}:{GRPC_PORT}"
+                assert feed in (None, f"{target.host}:{FEED_PORT}")
             else:
                 assert address.startswith(f"{WAN_LINK}:"), (consumer.name, target.name, address)
+                assert feed is None or feed.startswith(f"{WAN_LINK}:") and feed != address  # a route of its own
     for link in plan.links:
         if link.purpose == "kv":
             src, dst = plan.service(link.src), plan.service(link.dst)

@@ -1,4 +1,4 @@
-"""The router's view of a decode stream whose tokens come through the feed, in whatever order."""
+"""The router's view of a decode stream whose tokens come through the feed, in whatever order; the feed port."""
 
 from __future__ import annotations
 
@@ -7,9 +7,11 @@ import asyncio
 import grpc
 import pytest
 
+from services.main_decode.feed import FeedTable
+from services.main_decode.feed_server import FeedServer
 from services.router.failures import api_error
-from services.router.feed import DecodeStream, Token, TokenFeed
-from services.rpc import TOKEN_FEED_METADATA, pb
+from services.router.feed import DecodeStream, Token, TokenFeed, grpc_feed, tcp_feed
+from services.rpc import TOKEN_FEED_METADATA, feed_wire, pb
 from services.types import ErrorKind, RoleError
 
 
@@ -49,7 +51,7 @@ def _stats(end: int) -> pb.GenerateEvent:
 
 
 def _open_feed(stub) -> TokenFeed:
-    feed = TokenFeed(stub, "decode")
+    feed = TokenFeed(grpc_feed(stub), "decode")
     feed.open = True  # as after the service's opening message
     return feed
 
@@ -77,7 +79,7 @@ async def test_stats_that_overtake_the_feed_are_held_until_every_token_has_come(
 async def test_without_an_open_feed_tokens_come_in_the_generate_stream():
     events = [pb.GenerateEvent(token=pb.TokenEvent(position=0, token=5)), _stats(1)]
     stub = _Stub(_Call(events))
-    feed = TokenFeed(stub, "decode")  # not open yet
+    feed = TokenFeed(grpc_feed(stub), "decode")  # not open yet
     items = await _collect(DecodeStream(stub, pb.GenerateRequest(request_id="r2"), feed))
     assert TOKEN_FEED_METADATA not in stub.metadata and items[0] == Token(0, 5) and items[1].end_position == 1
 
@@ -104,8 +106,76 @@ async def test_a_failed_call_reaches_the_reader_as_the_role_error_of_its_status(
     refused = grpc.aio.AioRpcError(grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.aio.Metadata(), grpc.aio.Metadata(),
                                    details="engine full")
     stub = _Stub(_Call([refused]))
-    feed = _open_feed(stub) if feed_open else TokenFeed(stub, "decode")
+    feed = _open_feed(stub) if feed_open else TokenFeed(grpc_feed(stub), "decode")
     with pytest.raises(RoleError) as failure:
         await asyncio.wait_for(_collect(DecodeStream(stub, pb.GenerateRequest(request_id="r4"), feed)), 5)
     assert (failure.value.kind, failure.value.message, failure.value.code) == \
         (ErrorKind.EXHAUSTED, "engine full", "RESOURCE_EXHAUSTED")
+
+
+async def _until(condition) -> None:
+    while not condition():
+        await asyncio.sleep(0.01)
+
+
+@pytest.fixture
+async def feed_port():
+    feeds = FeedTable()
+    server = FeedServer(feeds, "127.0.0.1", 0)
+    await server.start()
+    yield feeds, server
+    await server.close()
+
+
+async def test_the_feed_port_carries_each_step_to_the_requests_it_names(feed_port):
+    feeds, server = feed_port
+    feed = TokenFeed(tcp_feed(f"127.0.0.1:{server.port}"), "decode")
+    feed.start()
+    try:
+        await asyncio.wait_for(_until(lambda: feed.open), 5)
+        inbox, other = feed.subscribe("r1"), feed.subscribe("r2")
+        feeds.get("router").put("r1", 0, 11)
+        feeds.get("router").put("r2", 5, 12)
+        assert await asyncio.wait_for(inbox.get(), 5) == Token(0, 11)
+        assert await asyncio.wait_for(other.get(), 5) == Token(5, 12)
+        assert feed.tokens == 2
+    finally:
+        await feed.close()
+
+
+async def test_a_feed_port_that_goes_away_fails_the_waiting_requests_with_why(feed_port):
+    _, server = feed_port
+    feed = TokenFeed(tcp_feed(f"127.0.0.1:{server.port}"), "decode")
+    feed.start()
+    try:
+        await asyncio.wait_for(_until(lambda: feed.open), 5)
+        inbox = feed.subscribe("r1")
+        await server.close()
+        failure = await asyncio.wait_for(inbox.get(), 5)
+        assert isinstance(failure, RoleError) and failure.kind is ErrorKind.FAILED
+        assert failure.message.startswith("token feed from decode broke (") and not feed.open
+    finally:
+        await feed.close()
+
+
+async def test_a_feed_port_that_falls_silent_is_hung_up_on(monkeypatch):
+    monkeypatch.setattr(feed_wire, "SILENT_S", 0.2)
+    feeds = FeedTable()
+    server = FeedServer(feeds, "127.0.0.1", 0, heartbeat_s=60)  # opens, then sends nothing
+    await server.start()
+    feed = TokenFeed(tcp_feed(f"127.0.0.1:{server.port}"), "decode")
+    feed.start()
+    try:
+        await asyncio.wait_for(_until(lambda: feed.open), 5)
+        inbox = feed.subscribe("r1")
+        failure = await asyncio.wait_for(inbox.get(), 5)
+        assert failure.message == "token feed from decode broke (nothing for 0.2 s)"
+    finally:
+        await feed.close()
+        await server.close()
+
+
+async def test_a_feed_port_nobody_listens_on_leaves_the_feed_closed_and_requests_on_their_calls():
+    feed = TokenFeed(tcp_feed("127.0.0.1:1"), "decode")
+    reason = await asyncio.wait_for(feed.connect(feed), 5)
+    assert reason.startswith("cannot connect to 127.0.0.1:1") and feed.subscribe("r1") is None

@@ -14,9 +14,10 @@ def test_grpc_across_datacenters_gets_the_wans_propagation_and_nothing_of_its_bu
     ports = itertools.count(1)
     plan = plan_mesh(scenario, "h", lambda: next(ports))
     control = [link for link in plan.links if link.purpose == "control"]
-    assert {(link.src, link.dst) for link in control} == {
-        (caller.dc, target.name) for caller in plan.services for target in plan.services
-        if target.grpc_port and target.dc != caller.dc}
+    assert {(link.src, link.dst, link.upstream_port) for link in control} == {
+        (caller.dc, target.name, port) for caller in plan.services for target in plan.services
+        for port in (target.grpc_port, target.feed_port) if port and target.dc != caller.dc}
+    assert all(s.feed_port for s in plan.services if s.role.value.endswith("decode"))  # every decode pool's feed
     for link in control:
         assert link.spec.delay_s == 0.02 and link.spec.rate_bps == scenario.wan.rate_bps
         assert link.spec.jitter_s == 0.0 and link.spec.loss == 0.0 and link.spec.schedule is None
