@@ -112,20 +112,30 @@ def lowest(runs: list[dict]) -> dict:
             "tokens_per_s": max(run["tokens_per_s"] for run in runs), "client_us": min(r["client_us"] for r in runs)}
 
 
-def paired(floor: tuple[str, int], target: tuple[str, dict[str, int]], args, seed: int) -> tuple[dict, dict, float]:
+def relayed_requests(plan) -> int:
+    """Requests the plan's relays took (handed off or finished there): a PDD load's cost follows this share."""
+    return sum(stats["relay_handoffs"] + stats["relay_finished_here"]
+               for stats in (service_stats(plan, s.name) for s in plan.services if s.role.value == "relay-decode"))
+
+
+def paired(floor: tuple[str, int], target: tuple[str, dict[str, int]], args, seed: int,
+           plan=None) -> tuple[dict, dict, float]:
     """Loads on the floor and on the target, alternated; (floor, target, median of the pairs' ratios).
 
     Each pair runs back to back, so whatever else loads the machine weighs on both of its halves.
+    With a `plan`, the target's result also lists how many requests each load relayed.
     """
     (floor_url, floor_pid), (url, pids) = floor, target
     for where, who in ((floor_url, {"floor": floor_pid}), (url, pids)):  # warm-up: connections, code paths
         one_load(where, who, min(args.streams, 16), 50, seed + 50_000)
-    floors, targets = [], []
+    floors, targets, relayed = [], [], []
     for i in range(args.repeats):
         floors.append(one_load(floor_url, {"floor": floor_pid}, args.streams, args.tokens, seed + 1000 * i))
+        before = relayed_requests(plan) if plan is not None else 0
         targets.append(one_load(url, pids, args.streams, args.tokens, seed + 1000 * i + 500))
+        relayed.append(relayed_requests(plan) - before if plan is not None else 0)
     ratios = sorted(t["total_us"] / f["total_us"] for f, t in zip(floors, targets))
-    return lowest(floors), lowest(targets), ratios[len(ratios) // 2]
+    return lowest(floors), {**lowest(targets), "relayed": relayed}, ratios[len(ratios) // 2]
 
 
 def _free_port() -> int:
@@ -170,8 +180,9 @@ def sustained_rate(url: str, plan, levels: tuple[int, ...], tokens: int) -> list
 
 def print_cost(name: str, result: dict, ratio: float) -> None:
     parts = ", ".join(f"{n} {us:.1f}" for n, us in sorted(result["per_token_us"].items(), key=lambda kv: -kv[1]))
+    relayed = f"; relayed {'/'.join(map(str, result['relayed']))} per load" if any(result.get("relayed", ())) else ""
     print(f"{name:<24}{result['total_us']:7.1f} us/token  ratio {ratio:5.2f}  "
-          f"({result['tokens_per_s']:.0f} tokens/s; {parts})")
+          f"({result['tokens_per_s']:.0f} tokens/s; {parts}{relayed})")
 
 
 def main() -> None:
@@ -204,7 +215,7 @@ def main() -> None:
             label = preset if loop == "auto" else f"{preset}[{loop}]"
             with tempfile.TemporaryDirectory() as tmp, mesh(preset, Path(tmp)) as (url, plan):
                 _, started = read_state(Path(tmp))
-                floor_cost, result, ratio = paired(floor, (url, {p.name: p.pid for p in started}), args, 10_000)
+                floor_cost, result, ratio = paired(floor, (url, {p.name: p.pid for p in started}), args, 10_000, plan)
                 print_cost("floor", floor_cost, 1.0)
                 print_cost(label, result, ratio)
                 if args.levels and loop == "auto":

@@ -88,23 +88,23 @@ class MeshPlan(BaseModel):
                 return link
         raise KeyError(f"no link from {src!r} to {dst!r}")
 
-    def control_link(self, dc: str, target: str, port: int) -> LinkPlan | None:
-        """The control route from datacenter `dc` to `target`'s `port`, if there is one."""
+    def control_link(self, dc: str, target: str, port: str) -> LinkPlan | None:
+        """The control route from datacenter `dc` to `target`'s "grpc" or "feed" port, if there is one."""
+        name = f"{dc}-to-{target}-{port}"  # route_name; by name, since a test plan may move the upstream port
         for link in self.links:
-            if link.purpose == "control" and link.dst == target and link.src == dc and link.upstream_port == port:
+            if link.purpose == "control" and link.name == name:
                 return link
         return None
 
     def grpc_address(self, target: str, consumer: str) -> str:
         """How `consumer` reaches `target`'s gRPC port: directly, or through a control route across datacenters."""
-        service = self.service(target)
-        link = self.control_link(self.service(consumer).dc, target, service.grpc_port)
-        return link.address if link is not None else service.grpc_address
+        link = self.control_link(self.service(consumer).dc, target, "grpc")
+        return link.address if link is not None else self.service(target).grpc_address
 
     def feed_address(self, target: str, consumer: str) -> str:
         """How `consumer` reaches `target`'s token feeds: as its gRPC port, directly or by a control route."""
         service = self.service(target)
-        link = self.control_link(self.service(consumer).dc, target, service.feed_port)
+        link = self.control_link(self.service(consumer).dc, target, "feed")
         return link.address if link is not None else f"{service.host}:{service.feed_port}"
 
     @property

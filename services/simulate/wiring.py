@@ -112,7 +112,7 @@ class SimulatedMesh:
 
     def control_route(self, target: str, caller: str) -> LinkPlan | None:
         """The control link `caller`'s calls to `target` cross (between datacenters), or None."""
-        return self.plan.control_link(self.plan.service(caller).dc, target, self.plan.service(target).grpc_port)
+        return self.plan.control_link(self.plan.service(caller).dc, target, "grpc")
 
     async def stop(self) -> None:
         if self.router.peers is not None:

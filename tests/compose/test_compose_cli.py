@@ -48,7 +48,7 @@ def test_serve_names_the_services_and_runners_when_the_name_is_unknown(tmp_path)
     assert proc.returncode == 2 and "runners: ['rdma-link', 'wan-link']" in err
 
 
-@pytest.mark.parametrize("scenario, runner, links", [("pdd-mini", "wan-link", 4), ("pd-cross-mini", "relay-decode", 0)])
+@pytest.mark.parametrize("scenario, runner, links", [("pdd-mini", "wan-link", 6), ("pd-cross-mini", "relay-decode", 0)])  # pdd-mini: the WAN KV link, 3 gRPC and 2 feed routes
 def test_serve_runs_a_runners_links_or_an_empty_container_until_sigterm(tmp_path, scenario, runner, links):
     (health_port,) = distinct_free_ports(1)
     plan = local_plan(scenario)
@@ -114,4 +114,4 @@ def test_netem_falls_back_with_one_line_when_the_kernel_cannot_do_the_wan(tmp_pa
     proc.send_signal(signal.SIGTERM)
     proc.communicate(timeout=DEADLINE_S)
     assert "kernel netem unavailable" in line and "jitter distribution 'normal'" in line
-    assert "wan-link keeps shaping its 4 WAN link(s) in userspace" in line and proc.returncode == 0
+    assert "wan-link keeps shaping its 6 WAN link(s) in userspace" in line and proc.returncode == 0
