@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import grpc
 import pytest
@@ -118,61 +119,47 @@ async def _until(condition) -> None:
         await asyncio.sleep(0.01)
 
 
-@pytest.fixture
-async def feed_port():
+@contextlib.asynccontextmanager
+async def open_feed(heartbeat_s: float = feed_wire.HEARTBEAT_S):
+    """A feed port and the router's feed of it, once the port has said the feed is open."""
     feeds = FeedTable()
-    server = FeedServer(feeds, "127.0.0.1", 0)
+    server = FeedServer(feeds, "127.0.0.1", 0, heartbeat_s=heartbeat_s)
     await server.start()
-    yield feeds, server
-    await server.close()
-
-
-async def test_the_feed_port_carries_each_step_to_the_requests_it_names(feed_port):
-    feeds, server = feed_port
     feed = TokenFeed(tcp_feed(f"127.0.0.1:{server.port}"), "decode")
     feed.start()
     try:
         await asyncio.wait_for(_until(lambda: feed.open), 5)
+        yield feeds, server, feed
+    finally:
+        await feed.close()
+        await server.close()
+
+
+async def test_the_feed_port_carries_each_step_to_the_requests_it_names():
+    async with open_feed() as (feeds, _, feed):
         inbox, other = feed.subscribe("r1"), feed.subscribe("r2")
         feeds.get("router").put("r1", 0, 11)
         feeds.get("router").put("r2", 5, 12)
         assert await asyncio.wait_for(inbox.get(), 5) == Token(0, 11)
         assert await asyncio.wait_for(other.get(), 5) == Token(5, 12)
         assert feed.tokens == 2
-    finally:
-        await feed.close()
 
 
-async def test_a_feed_port_that_goes_away_fails_the_waiting_requests_with_why(feed_port):
-    _, server = feed_port
-    feed = TokenFeed(tcp_feed(f"127.0.0.1:{server.port}"), "decode")
-    feed.start()
-    try:
-        await asyncio.wait_for(_until(lambda: feed.open), 5)
+async def test_a_feed_port_that_goes_away_fails_the_waiting_requests_with_why():
+    async with open_feed() as (_, server, feed):
         inbox = feed.subscribe("r1")
         await server.close()
         failure = await asyncio.wait_for(inbox.get(), 5)
         assert isinstance(failure, RoleError) and failure.kind is ErrorKind.FAILED
         assert failure.message.startswith("token feed from decode broke (") and not feed.open
-    finally:
-        await feed.close()
 
 
 async def test_a_feed_port_that_falls_silent_is_hung_up_on(monkeypatch):
     monkeypatch.setattr(feed_wire, "SILENT_S", 0.2)
-    feeds = FeedTable()
-    server = FeedServer(feeds, "127.0.0.1", 0, heartbeat_s=60)  # opens, then sends nothing
-    await server.start()
-    feed = TokenFeed(tcp_feed(f"127.0.0.1:{server.port}"), "decode")
-    feed.start()
-    try:
-        await asyncio.wait_for(_until(lambda: feed.open), 5)
+    async with open_feed(heartbeat_s=60) as (_, _, feed):  # opens, then sends nothing
         inbox = feed.subscribe("r1")
         failure = await asyncio.wait_for(inbox.get(), 5)
         assert failure.message == "token feed from decode broke (nothing for 0.2 s)"
-    finally:
-        await feed.close()
-        await server.close()
 
 
 async def test_a_feed_port_nobody_listens_on_leaves_the_feed_closed_and_requests_on_their_calls():
