@@ -22,12 +22,11 @@ from services.scenario import LinkSpec, Scenario
 
 # CPU seconds one streamed output token costs the mesh and the bench client together on the 2-core
 # machine: benchmarks/bench_token_cost.py, three runs from a fresh clone (docs/mesh.md §Cost of a
-# streamed token, third round), on the costliest preset, pdd-mini: mesh total 65.6 us (the median of
-# 68.1, 56.9, 65.6) plus the bench client's 32.2 us per chunk, rounded up. The experiments run PDD
-# deployments as well as PD ones, so the budget is set by PDD's cost; pd-intra-mini alone (55.9 +
-# 32.2 us) would give 90 us. Derived from pd-intra-mini before this round (55.3 + 42.5 us), and
-# 0.35 ms before the token feed.
-TOKEN_CPU_S = 100e-6
+# streamed token, "The feed on its own port"), on the costliest preset, pdd-mini: mesh total 42.2 us
+# (the median of 53.8, 42.2, 37.5) plus that run's bench client, 21.6 us per chunk, rounded up. The
+# experiments run PDD deployments as well as PD ones, so the budget is set by PDD's cost. Earlier
+# derivations: 100 us (the third round, gRPC feed), 0.35 ms before the token feed.
+TOKEN_CPU_S = 70e-6
 # CPU seconds per second the emulator may spend streaming tokens: the share of the two cores the first
 # derivation allowed (2000 tokens/s x 0.35 ms), kept so that prefill, KV bytes and the OS keep the rest.
 TOKEN_CPU_BUDGET = 0.7
