@@ -95,10 +95,10 @@ def _kv_links(scenario: Scenario, services: list[ServicePlan]) -> list[LinkPlan]
 
 def _control_links(scenario: Scenario, services: list[ServicePlan]) -> list[LinkPlan]:
     """A route through wan-link from each datacenter to every gRPC server and token feed of the other one."""
-    return [LinkPlan(name=route_name(dc, target, port), src=dc, dst=target.name, kind="wan", purpose="control",
+    return [LinkPlan(name=route_name(dc, target.name, kind), src=dc, dst=target.name, kind="wan", purpose="control",
                      host=WAN_LINK, runner=WAN_LINK, listen_port=0, control_port=0, upstream_host=target.host,
                      upstream_port=port, spec=control_spec(scenario.wan))
-            for dc, target, port in control_routes(services)]
+            for dc, target, kind, port in control_routes(services)]
 
 
 def links_on(plan: MeshPlan, runner: str) -> list[LinkPlan]:

@@ -34,7 +34,8 @@ class Peers:
     def __init__(self, plan: MeshPlan, stubs: Mapping[str, Any] | None = None) -> None:
         """`stubs`: each peer's stub by service name; None: a gRPC channel to every peer in the plan."""
         self.plan = plan
-        self._channels = {} if stubs is not None else {
+        over_sockets = stubs is None  # given stubs (a simulation) read each feed as the Tokens stream
+        self._channels = {} if not over_sockets else {
             s.name: channel(plan.grpc_address(s.name, "router")) for s in plan.services if s.grpc_port}
         if stubs is None:
             stubs = {n: (pb_grpc.PrefillStub if plan.service(n).role is Role.PREFILL else pb_grpc.DecodeStub)(c)
@@ -44,9 +45,9 @@ class Peers:
         self._next_prefill = 0
         self.kv_bytes_per_token = load_model(plan.scenario.model).kv_bytes_per_token
         self._cancels: set[asyncio.Task] = set()
-        self.feeds = {n: TokenFeed(tcp_feed(plan.feed_address(n, "router")) if self._channels
+        self.feeds = {n: TokenFeed(tcp_feed(plan.feed_address(n, "router")) if over_sockets
                                    and plan.service(n).feed_port else grpc_feed(stub), n)
-                      for n, stub in self.decode.items()}  # given stubs (a simulation): the Tokens stream
+                      for n, stub in self.decode.items()}
         self.resends = Resends()
 
     def generate(self, service: str, request: pb.GenerateRequest, job: Job) -> DecodeStream:

@@ -55,7 +55,7 @@ def unpacker() -> msgpack.Unpacker:
 
 
 def step_of(value: object) -> tuple[list, list, list]:
-    if (type(value) is not list or len(value) != 3 or type(value[0]) is not list
+    if (type(value) is not list or len(value) != 3 or any(type(part) is not list for part in value)
             or not len(value[0]) == len(value[1]) == len(value[2])):
         raise FeedWireError(f"expected a step [request_ids, positions, tokens] of equal lengths, got {value!r:.200}")
     return value

@@ -88,9 +88,9 @@ class MeshPlan(BaseModel):
                 return link
         raise KeyError(f"no link from {src!r} to {dst!r}")
 
-    def control_link(self, dc: str, target: str, port: str) -> LinkPlan | None:
+    def control_link(self, dc: str, target: str, kind: str) -> LinkPlan | None:
         """The control route from datacenter `dc` to `target`'s "grpc" or "feed" port, if there is one."""
-        name = f"{dc}-to-{target}-{port}"  # route_name; by name, since a test plan may move the upstream port
+        name = route_name(dc, target, kind)  # by name: a test plan may move a link's upstream port
         for link in self.links:
             if link.purpose == "control" and link.name == name:
                 return link
@@ -102,7 +102,7 @@ class MeshPlan(BaseModel):
         return link.address if link is not None else self.service(target).grpc_address
 
     def feed_address(self, target: str, consumer: str) -> str:
-        """How `consumer` reaches `target`'s token feeds: as its gRPC port, directly or by a control route."""
+        """How `consumer` reaches `target`'s token feeds: directly, or through a control route across datacenters."""
         service = self.service(target)
         link = self.control_link(self.service(consumer).dc, target, "feed")
         return link.address if link is not None else f"{service.host}:{service.feed_port}"
@@ -125,8 +125,9 @@ def router_dc(scenario: Scenario) -> str:
     return entry[0].dc
 
 
-def control_routes(services: list[ServicePlan] | tuple[ServicePlan, ...]) -> list[tuple[str, ServicePlan, int]]:
-    """(a caller's datacenter, a server in another one, its port): every route control takes across the WAN.
+def control_routes(services: list[ServicePlan] | tuple[ServicePlan, ...]) -> list[tuple[str, ServicePlan, str, int]]:
+    """(a caller's datacenter, a server in another one, "grpc" or "feed", that port): every route control
+    takes across the WAN.
 
     Each gRPC port and each token-feed port of a service is a route of its own. MeshPlan.grpc_address
     and feed_address pick the link of such a route for any caller across datacenters: the router and
@@ -134,12 +135,12 @@ def control_routes(services: list[ServicePlan] | tuple[ServicePlan, ...]) -> lis
     for handoffs, the relay announcing kvship transfers to main decode.
     """
     dcs = sorted({s.dc for s in services})
-    return [(dc, target, port) for dc in dcs for target in services if target.dc != dc
-            for port in (target.grpc_port, target.feed_port) if port]
+    return [(dc, target, kind, port) for dc in dcs for target in services if target.dc != dc
+            for kind, port in (("grpc", target.grpc_port), ("feed", target.feed_port)) if port]
 
 
-def route_name(dc: str, target: ServicePlan, port: int) -> str:
-    return f"{dc}-to-{target.name}-{'grpc' if port == target.grpc_port else 'feed'}"
+def route_name(dc: str, target: str, kind: str) -> str:
+    return f"{dc}-to-{target}-{kind}"
 
 
 def control_spec(wan: LinkSpec) -> LinkSpec:
@@ -193,9 +194,9 @@ def plan_mesh(scenario: Scenario, host: str, port: Callable[[], int], router_por
         ))
     # With control_over_wan, gRPC between datacenters crosses the WAN too, as in compose: lookups, Generate
     # and its token feed, announces and handoffs pay the round trip (docs/mesh.md §Topology).
-    for dc, target, target_port in control_routes(services) if scenario.control_over_wan else ():
+    for dc, target, kind, target_port in control_routes(services) if scenario.control_over_wan else ():
         links.append(LinkPlan(
-            name=route_name(dc, target, target_port), src=dc, dst=target.name, kind="wan", purpose="control",
+            name=route_name(dc, target.name, kind), src=dc, dst=target.name, kind="wan", purpose="control",
             host=host, listen_port=port(), control_port=port(), upstream_port=target_port,
             spec=control_spec(scenario.wan),
         ))

@@ -25,7 +25,7 @@ def test_a_hello_that_is_not_the_wires_is_refused_with_what_was_expected(value):
         feed_wire.subscriber_of(value)
 
 
-@pytest.mark.parametrize("value", [[["a"], [0], []], {"a": 1}, [["a"], [0]], ["a", [0], [1]]])
+@pytest.mark.parametrize("value", [[["a"], [0], []], {"a": 1}, [["a"], [0]], ["a", [0], [1]], [["a"], 0, [1]]])
 def test_a_step_whose_arrays_do_not_line_up_is_refused(value):
     with pytest.raises(feed_wire.FeedWireError, match="equal lengths"):
         feed_wire.step_of(value)
