@@ -25,7 +25,13 @@ from typing import Callable
 from services.kv.frames import DEFAULT_FRAME_PAYLOAD_BYTES, Completion, frame_count, split_payload
 
 log = logging.getLogger(__name__)
-SEND_BUFFER_BYTES = 64 * 1024
+# What a cancelled transfer still sends is what sits outside the link's queue: the frame's unwritten
+# rest, the transport's buffer and the kernel's. A byte-scaled link multiplies those bytes' line time
+# by byte_scale (64 KiB of buffers and a 256 KiB frame were 0.26 s of a 10 Gbit/s line at 1000x, taken
+# from the next request's transfer), so frames leave in slices and both buffers hold about one slice
+# (docs/mesh.md §Frames). The kernel doubles SO_SNDBUF.
+SLICE_BYTES = 16 * 1024
+SEND_BUFFER_BYTES = 8 * 1024
 RECENT_TRANSFERS = 64  # per connection: what a broken connection may have swallowed
 
 
@@ -53,6 +59,13 @@ class _Connection:
     def close(self) -> None:
         self.writer.close()
 
+    def retire(self) -> None:
+        """Close after what is buffered, reporting nothing lost: the earlier transfers' bytes still
+        arrive, and the receiver drops the cut frame at the end of the stream."""
+        if self.watcher is not None:
+            self.watcher.cancel()
+        self.writer.close()
+
 
 class KvSender:
     def __init__(self, host: str, port: int, connections: int = 4, connect_timeout_s: float = 10.0,
@@ -73,6 +86,7 @@ class KvSender:
         # A small send buffer keeps bytes in our hands, not the kernel's, so a cancelled transfer
         # stops flowing at once and drain() reflects the link's backpressure (docs/mesh.md §Frames).
         writer.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER_BYTES)
+        writer.transport.set_write_buffer_limits(high=SLICE_BYTES)
         conn = _Connection(reader, writer)
         conn.watcher = asyncio.create_task(self._watch(conn), name=f"kv-watch-{self.host}:{self.port}")
         self._open.add(conn)
@@ -115,8 +129,12 @@ class KvSender:
                     # Bytes stop flowing; the receiver counts frames of a cancelled transfer as orphans.
                     clean = True
                     return SendResult(request_id, sent, len(frames), time.monotonic() - started, True)
-                writer.write(frame.encode())
-                await writer.drain()
+                if not await self._write_frame(writer, frame.encode(), cancel):
+                    # Cut mid-frame, as the simulation's link does: the connection is not reused.
+                    self._open.discard(conn)
+                    conn.retire()
+                    conn, clean = None, True
+                    return SendResult(request_id, sent, len(frames), time.monotonic() - started, True)
                 sent += len(frame.data)
                 self.bytes_sent += len(frame.data)
             if frames and frames[-1].seq == last:
@@ -133,6 +151,17 @@ class KvSender:
                 conn.close()  # its watcher reports the earlier transfers it carried
                 conn = None
             self._idle.put_nowait(conn)
+
+    @staticmethod
+    async def _write_frame(writer: asyncio.StreamWriter, data: bytes, cancel: asyncio.Event | None) -> bool:
+        """Write one encoded frame a slice at a time; False if `cancel` was set before its last slice."""
+        view = memoryview(data)
+        for start in range(0, len(view), SLICE_BYTES):
+            if start and cancel is not None and cancel.is_set():
+                return False
+            writer.write(view[start:start + SLICE_BYTES])
+            await writer.drain()
+        return True
 
     async def close(self) -> None:
         watchers = [c.watcher for c in self._open if c.watcher is not None]

@@ -107,6 +107,53 @@ async def test_a_connection_that_breaks_reports_the_transfers_it_carried():
         await server.wait_closed()
 
 
+async def test_a_cancelled_transfer_is_cut_mid_frame_and_its_connection_retired():
+    """A stop lands between slices of a frame: the frame's rest never leaves, the connection closes
+    after what it holds (the earlier transfer's bytes are not reported lost), and the next transfer
+    opens a fresh one."""
+    go, ended = asyncio.Event(), asyncio.Event()
+    received: list[int] = []
+    connections: list[asyncio.StreamWriter] = []
+
+    async def slow(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connections.append(writer)
+        await go.wait()  # reads nothing until told: the sender is held by backpressure
+        total = 0
+        while chunk := await reader.read(2**16):
+            total += len(chunk)
+        received.append(total)
+        ended.set()
+
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # accepted sockets inherit it
+    listener.bind(("127.0.0.1", 0))
+    server = await asyncio.start_server(slow, sock=listener)
+    lost: list[list[str]] = []
+    sender = KvSender("127.0.0.1", listener.getsockname()[1], connections=1, on_lost=lost.append)
+    frame = 4 * 2**20
+    try:
+        await sender.send("t1", 1000)
+        cancel = asyncio.Event()
+        cut = asyncio.ensure_future(sender.send("t2", frame, cancel, frame_bytes=frame))
+        async with asyncio.timeout(WAIT_S):
+            while not any(c.writer.transport.get_write_buffer_size() for c in sender._open):
+                await asyncio.wait([cut], timeout=0.01)  # until the frame's slices back up
+        cancel.set()
+        go.set()
+        result = await asyncio.wait_for(cut, WAIT_S)
+        await asyncio.wait_for(ended.wait(), WAIT_S)
+        assert result.cancelled and result.real_bytes == 0
+        assert received[0] < frame // 16  # t1 and about a slice of buffers; the frame's rest stayed
+        assert lost == []
+        await sender.send("t3", 1000)
+        assert len(connections) == 2
+    finally:
+        go.set()
+        await sender.close()
+        server.close()
+        await server.wait_closed()
+
+
 async def test_a_streamed_transfer_in_parts_completes_only_with_its_first_token():
     table, port = TransferTable(), _free_port()
     receiver = KvReceiver(table, "127.0.0.1", port)

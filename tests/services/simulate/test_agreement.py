@@ -2,8 +2,8 @@
 
 Asserted: the same text for every request, the same pipeline for 95% of them,
 the mesh never faster than the simulation (the mesh is the model plus its
-own overhead), and on the PD presets each request's KV transfer time within
-max(10%, 40 ms) of the model's. The percentile bounds (P50 and P90 within
+own overhead), and each request's KV transfer time within max(10%, 40 ms) of the
+model's (66 ms on pdd-mini, below). The percentile bounds (P50 and P90 within
 max(5%, 10 ms)) do not hold on every preset yet: the mesh's TTFT carries 20-130 ms of its own HTTP hop, intake, RPC
 and link-process time that the model has none of (docs/simulate.md, "Agreement
 with the mesh"), so the test prints the broken bounds with the mesh's lag
@@ -32,9 +32,13 @@ CONCURRENCY, DURATION_S, SEED = 1, 10.0, 5
 LIGHT_LAG_S = 0.005
 # One transfer at a time on the PD presets, the real link matches the model within 1-2% (docs/simulate.md,
 # "On a quiet machine"); the bound is loose for a loaded machine and catches a stalled window (50-375 ms, or
-# 15-105%, before shaped sockets got room for a few TCP segments). The PDD presets keep a known stall.
-SAME_TRANSFER_TIMES = ("pd-intra-mini", "pd-cross-mini")
+# 15-105%, before shaped sockets got room for a few TCP segments).
 KV_REL, KV_ABS_S = 0.10, 0.040
+# On PDD a transfer stopped when the relay finished its request may leave the WAN link's receive buffer
+# ahead of the next one (half its 64 KiB queue: 26 ms of the 10 Gbit/s line at byte_scale 1000), which
+# the model's link has not; the bound still catches the 0.2-0.26 s a stopped transfer's frame and send
+# buffers took before they were cut (docs/simulate.md, "On a quiet machine").
+KV_ABS_S_BY_PRESET = {"pd-intra-mini": KV_ABS_S, "pd-cross-mini": KV_ABS_S, "pdd-mini": KV_ABS_S + 0.026}
 
 
 def _lag_p99(run_dir, reset: bool = False) -> float:
@@ -68,8 +72,7 @@ def test_simulation_agrees_with_the_mesh(preset, tmp_path):
         if s is not None and m.pdd["pipeline"] == s.pdd["pipeline"]:
             assert_at_least(m.ttft_s, s.ttft_s * (1 - BOUNDS["p50"][0]), what=f"{m.id}: mesh TTFT over the model's")
             assert_at_least(m.e2e_s, s.e2e_s * (1 - BOUNDS["p50"][0]), what=f"{m.id}: mesh E2E over the model's")
-            if preset in SAME_TRANSFER_TIMES:
-                assert_close(m.pdd["kv_transfer_s"], s.pdd["kv_transfer_s"], rel=KV_REL, abs_=KV_ABS_S,
-                             what=f"{m.id}: the mesh's KV transfer time against the model's")
+            assert_close(m.pdd["kv_transfer_s"], s.pdd["kv_transfer_s"], rel=KV_REL, abs_=KV_ABS_S_BY_PRESET[preset],
+                         what=f"{m.id}: the mesh's KV transfer time against the model's")
     light = "light" if lag < LIGHT_LAG_S else "not light"
     print(f"{preset}: mesh lag p99 {lag * 1e3:.1f} ms ({light}); bounds broken: {agreement.violations() or 'none'}")
