@@ -1,0 +1,95 @@
+"""What one unary control call costs each end, on the mesh's own channel options and event loops.
+
+A request's control plane is a handful of unary gRPC calls (CacheLookup, Announce, Handoff,
+Prefill: docs/mesh.md §Request flow); a relayed (P-RLD-MD) request makes four more than a
+P-MD one. This runs one of them, `Decode.Announce` with a transfer-sized message, between two
+processes: the server on the standard asyncio loop and the mesh's server options (as a decode
+service runs), the caller on uvloop with the mesh's client options, retry policy included (as
+the router runs, services/cli/loop.py), one call at a time and 16 at once. It prints the CPU
+microseconds each end spent per call (user + system, from psutil):
+
+    .venv/bin/python -m benchmarks.bench_rpc_call [--calls 3000] [--concurrency 1 16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import subprocess
+import sys
+import time
+
+import psutil
+import uvloop
+
+from services.rpc import channel, metadata, pb, pb_grpc, server
+
+ANNOUNCE = pb.TransferAnnounce(request_id="cmpl-" + "0" * 24, frames=12, real_bytes=3_000_000,
+                               emulated_bytes=3_000_000_000, num_tokens=24_000, first_token=17)
+
+
+class _Decode(pb_grpc.DecodeServicer):
+    async def Announce(self, request, context):  # noqa: N802 (the gRPC method's name)
+        return pb.TransferAck(accepted=True)
+
+
+async def _serve() -> None:
+    grpc_server = server()
+    pb_grpc.add_DecodeServicer_to_server(_Decode(), grpc_server)
+    port = grpc_server.add_insecure_port("127.0.0.1:0")
+    await grpc_server.start()
+    print(port, flush=True)
+    await grpc_server.wait_for_termination()
+
+
+async def _call(port: int, calls: int, concurrency: int, remote: psutil.Process) -> tuple[float, float, float]:
+    """(server us/call, caller us/call, wall seconds) of `calls` calls, `concurrency` at a time."""
+    async with channel(f"127.0.0.1:{port}") as control:
+        stub, tags = pb_grpc.DecodeStub(control), metadata(ANNOUNCE.request_id)
+        for _ in range(200):  # warm-up: the connection, the code paths
+            await stub.Announce(ANNOUNCE, timeout=10.0, metadata=tags)
+
+        async def worker(count: int) -> None:
+            for _ in range(count):
+                await stub.Announce(ANNOUNCE, timeout=10.0, metadata=tags)
+
+        me = psutil.Process()
+        server_before, caller_before, start = _cpu(remote), _cpu(me), time.perf_counter()
+        await asyncio.gather(*(worker(calls // concurrency) for _ in range(concurrency)))
+        wall = time.perf_counter() - start
+        done = calls // concurrency * concurrency
+        return (_cpu(remote) - server_before) / done * 1e6, (_cpu(me) - caller_before) / done * 1e6, wall
+
+
+def _cpu(process: psutil.Process) -> float:
+    return sum(process.cpu_times()[:2])
+
+
+def measure(calls: int, concurrency: int) -> tuple[float, float, float]:
+    served = subprocess.Popen([sys.executable, "-m", "benchmarks.bench_rpc_call", "--serve"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(served.stdout.readline())
+        return uvloop.run(_call(port, calls, concurrency, psutil.Process(served.pid)))
+    finally:
+        served.kill()
+        served.wait(timeout=10)
+
+
+def main() -> None:
+    if sys.argv[1:2] == ["--serve"]:
+        asyncio.run(_serve())
+        return
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--calls", type=int, default=3000)
+    parser.add_argument("--concurrency", type=int, nargs="*", default=[1, 16])
+    args = parser.parse_args()
+    print(f"{args.calls} unary Decode.Announce calls; CPU us per call")
+    for concurrency in args.concurrency:
+        server_us, caller_us, wall = measure(args.calls, concurrency)
+        print(f"{concurrency:3d} at a time: server {server_us:5.0f} us, caller {caller_us:5.0f} us, "
+              f"both {server_us + caller_us:5.0f} us ({args.calls / wall:.0f} calls/s)")
+
+
+if __name__ == "__main__":
+    main()
