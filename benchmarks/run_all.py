@@ -22,6 +22,7 @@ FULL = [
     ["benchmarks.bench_mesh_lag"],
     ["benchmarks.bench_intake"],
     ["benchmarks.bench_prompt_bytes"],
+    ["benchmarks.bench_rpc_call"],
     ["benchmarks.bench_token_cost"],
     ["benchmarks.bench_handoff", "--requests", "20"],
     ["benchmarks.bench_pdd_steady", "--duration", "300"],
