@@ -166,8 +166,6 @@ class KvSender:
     async def close(self) -> None:
         watchers = [c.watcher for c in self._open if c.watcher is not None]
         for conn in list(self._open):
-            if conn.watcher is not None:
-                conn.watcher.cancel()  # shutting down: nothing to report
-            conn.close()
+            conn.retire()  # shutting down: nothing to report
         self._open.clear()
         await asyncio.gather(*watchers, return_exceptions=True)
