@@ -77,10 +77,10 @@ class BlockAdmission:
         while self.waiting and len(self.running) < cap:
             state = self.waiting[0]
             # At least the last context token is always computed: its logits give the next token.
-            max_hit_blocks = (len(state.context) - 1) // cfg.block_size
+            max_hit_blocks = (state.context_len - 1) // cfg.block_size
             if state.kv_from:  # above kv_from the KV was received: only the prefix below it is looked up
                 max_hit_blocks = min(max_hit_blocks, state.kv_from // cfg.block_size)
-            blocks = self._blocks_for(len(state.context))
+            blocks = self._blocks_for(state.context_len)
             hit_blocks = self.cache.admit(state.request_id, state.hashes, blocks, max_hit_blocks)
             if hit_blocks is None:
                 break  # strict FCFS: nothing overtakes the queue's head (docs/engine.md, "Admission")
@@ -91,7 +91,7 @@ class BlockAdmission:
             # Received KV counts only on top of the prefix below it; a prefix evicted since the sender
             # sized the transfer is computed again first (docs/engine.md, "Received KV").
             present = state.kv_tokens if cache_hit >= state.kv_from else 0
-            state.computed = state.chunk_origin = min(max(present, cache_hit), len(state.context) - 1)
+            state.computed = state.chunk_origin = min(max(present, cache_hit), state.context_len - 1)
             if cache_hit > state.kv_tokens or state.kv_from:  # a host load is needless only under received KV
                 state.pending_load_tokens = host_hit
             state.published_blocks = hit_blocks
@@ -101,7 +101,7 @@ class BlockAdmission:
                 state.stats.hit_tokens = state.computed
                 state.stats.cache_hit_tokens = cache_hit
                 state.stats.host_hit_tokens = host_hit
-                self.prefix_cache_query_tokens += len(state.context)
+                self.prefix_cache_query_tokens += state.context_len
                 self.prefix_cache_hit_tokens += cache_hit - host_hit
                 self.host_cache_hit_tokens += host_hit
             self.running.append(state)

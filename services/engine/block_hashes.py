@@ -25,20 +25,23 @@ def block_hashes(token_ids: list[TokenId] | np.ndarray, block_size: int = DEFAUL
     return extend_block_hashes([], token_ids, block_size)
 
 
-def extend_block_hashes(hashes: list[int], token_ids: list[TokenId] | np.ndarray, block_size: int) -> list[int]:
+def extend_block_hashes(hashes: list[int], token_ids: list[TokenId] | np.ndarray, block_size: int,
+                        offset: int = 0) -> list[int]:
     """Append to `hashes` (the chain of token_ids' first len(hashes) blocks) the hashes of the remaining full blocks.
 
     The hash of block i is the running sum (mod 2**64) of splitmix64(token << 32 | position)
     over every token up to the end of block i: it depends on all previous blocks and on
     positions, and one vectorised pass hashes a 100K-token prompt (docs/engine.md, "Block hashes").
+    `offset` is the position of token_ids[0], at most len(hashes) * block_size: a caller may keep
+    only the tokens past the blocks it has hashed.
     """
-    full_blocks = len(token_ids) // block_size
+    full_blocks = (offset + len(token_ids)) // block_size
     if full_blocks <= len(hashes):
         return hashes
     start = len(hashes) * block_size
     end = full_blocks * block_size
     running = hashes[-1] if hashes else _ROOT_HASH
-    segment = token_ids[start:end]
+    segment = token_ids[start - offset : end - offset]
     if end - start <= _SCALAR_TOKENS:  # a block or two (a decoding sequence): numpy's setup would dominate
         if isinstance(segment, np.ndarray):
             segment = segment.tolist()

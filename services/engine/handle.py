@@ -59,7 +59,7 @@ class SequenceHandle:
     async def caught_up(self) -> None:
         """Return once all its context but the last token has KV: a held sequence has nothing left to compute."""
         state = self._state
-        while state.computed < len(state.context) - 1:
+        while state.computed < state.context_len - 1:
             if state.status not in (Status.WAITING, Status.RUNNING):
                 raise EngineStopped(f"{state.request_id} ended ({state.status.value}) before catching up")
             await asyncio.shield(self._engine._step_done())
@@ -120,7 +120,7 @@ class SequenceHandle:
                 f"{state.request_id}: extending to position {state.next_position + len(ids)} leaves nothing "
                 f"to generate before the end position {state.end_position}"
             )
-        if len(state.context) - state.computed <= 1:
+        if state.context_len - state.computed <= 1:
             state.chunk_origin = state.computed  # a new extend: chunk boundaries count from here
         state.append(list(ids))
         self._engine._note_input()

@@ -112,6 +112,10 @@ class EventChannel:
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
+    def clear(self) -> None:
+        """Drop what is queued: its reader has left."""
+        self._items.clear()
+
     async def get(self) -> object:
         while not self._items:
             if self._waiter is not None:
@@ -131,19 +135,20 @@ class SequenceState:
     """The engine's mutable view of a submitted Sequence; the scheduler reads and advances it."""
 
     __slots__ = (
-        "request_id", "context", "prompt_len", "computed", "chunk_origin", "end_position", "limit",
+        "request_id", "context_len", "tail", "prompt_len", "computed", "chunk_origin", "end_position", "limit",
         "hashes", "published_blocks", "total_blocks", "kv_tokens", "key", "status", "stats", "events",
         "pending_load_tokens", "kv_from", "_block_size", "progress_waiter",
     )
 
     def __init__(self, seq: Sequence, block_size: int, vocab_size: int, now: Seconds) -> None:
         self.request_id = seq.request_id
-        if isinstance(seq.context, np.ndarray):  # a role's received ids: one conversion, not two
-            tokens = seq.context.astype(np.int64, copy=False)
-            self.context = tokens.tolist()  # Python ints whatever the array's dtype (np.append of [] gives floats)
+        if isinstance(seq.context, np.ndarray):  # a role's received ids, used as they are
+            tokens = seq.context.astype(np.int64, copy=False)  # np.append of [] gives floats
         else:
-            self.context = list(seq.context)
-            tokens = np.fromiter(self.context, dtype=np.int64, count=len(self.context))
+            tokens = np.fromiter(seq.context, dtype=np.int64, count=len(seq.context))
+        # The engine reads a context's ids only to hash its blocks, so it keeps its length and the
+        # ids past its last full block (`tail`), not a list of 64K Python ints per prompt.
+        self.context_len = len(tokens)
         self.prompt_len = seq.prompt_len
         self.kv_tokens = seq.kv_tokens
         self.kv_from = seq.kv_from
@@ -154,6 +159,7 @@ class SequenceState:
         self._block_size = block_size
         validate(seq, vocab_size, tokens)
         self.hashes = extend_block_hashes(list(seq.block_hashes or ()), tokens, block_size)
+        self.tail: list[TokenId] = tokens[len(self.hashes) * block_size :].tolist()
         self.published_blocks = 0
         self.pending_load_tokens = 0  # host-tier KV to load in the first step that schedules it
         # KV is needed for every token but the last one generated, whose KV is never computed.
@@ -171,7 +177,7 @@ class SequenceState:
 
     @property
     def next_position(self) -> int:
-        return len(self.context) - self.prompt_len
+        return self.context_len - self.prompt_len
 
     @property
     def held(self) -> bool:
@@ -180,24 +186,36 @@ class SequenceState:
     @property
     def is_decode(self) -> bool:
         """One token left to compute on top of existing KV: a decode (docs/engine.md, "Decode or chunk")."""
-        return len(self.context) - self.computed == 1 and self.computed > 0
+        return self.context_len - self.computed == 1 and self.computed > 0
 
     @property
     def computable(self) -> int:
         """Tokens it may compute now; a held sequence stops one short so it produces no token."""
-        target = len(self.context) - 1 if self.held else len(self.context)
+        target = self.context_len - 1 if self.held else self.context_len
         if self.computed < self.kv_from:  # the prefix below the received KV first; the planner then skips it
             target = min(target, self.kv_from)
         return target - self.computed
 
     def append(self, ids: list[TokenId]) -> None:
-        self.context.extend(ids)
-        if len(self.context) // self._block_size > len(self.hashes):
-            extend_block_hashes(self.hashes, self.context, self._block_size)
+        """Grow the context by `ids` (a generated token, or a handoff's tokens)."""
+        self.context_len += len(ids)
+        self.tail.extend(ids)
+        if len(self.tail) >= self._block_size:
+            self.hash_tail()
+
+    def hash_tail(self) -> None:
+        """Chain the tail's full blocks onto `hashes`; the tail keeps the ids of the block being filled."""
+        start = len(self.hashes) * self._block_size
+        extend_block_hashes(self.hashes, self.tail, self._block_size, offset=start)
+        del self.tail[: len(self.hashes) * self._block_size - start]
 
     def close(self, status: Status, outcome: object = _END) -> None:
         self.status = status
         self.events.put(outcome)
+        # Nothing follows the outcome. A sink is a closure over its reader's state, which holds this
+        # sequence's handle (the relay's ledger, services/relay_decode/relay.py): left in place, that
+        # cycle keeps the sequence's block hashes alive until the cyclic collector finds it.
+        self.events.sink = None
         self.progressed()
 
     def progressed(self) -> None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from services.engine.admission import BlockAdmission
 from services.engine.batch import Chunk, StepBatch
 from services.engine.config import EngineConfig
-from services.engine.prefix_cache import PrefixCache, extend_block_hashes
+from services.engine.prefix_cache import PrefixCache
 from services.engine.sequence import EngineFull, FinishedEvent, SequenceState, Status, TokenEvent
 from services.engine.tokens import token_at
 from services.types import Seconds
@@ -91,7 +91,7 @@ class StepPlanner(BlockAdmission):
         decodes: list[SequenceState] = []
         waiting_for_chunks = False
         for state in self.running:  # the per-step hot loop: properties inlined
-            context_len, computed, limit = len(state.context), state.computed, state.limit
+            context_len, computed, limit = state.context_len, state.computed, state.limit
             if context_len - computed == 1 and computed:  # SequenceState.is_decode
                 if limit is None or context_len - state.prompt_len < limit:
                     decodes.append(state)
@@ -164,20 +164,21 @@ class StepPlanner(BlockAdmission):
                 continue  # cancelled while the step ran
             computed = state.computed = state.computed + tokens
             if computed == state.kv_from and state.kv_tokens > computed:  # the missing prefix is back
-                computed = state.computed = min(state.kv_tokens, len(state.context) - 1)
+                computed = state.computed = min(state.kv_tokens, state.context_len - 1)
             stats = state.stats
             stats.computed_tokens += tokens
             if computed // block_size > state.published_blocks:
                 self._publish(state)
-            context = state.context
             # A step that reaches the end of the context produces the next token; one that an
             # extend overtook (context grew meanwhile) only added KV.
-            if computed == len(context):
+            if computed == state.context_len:
                 position = computed - state.prompt_len
                 token = token_at(state.key, position, vocab_size)
-                context.append(token)
-                if len(context) % block_size == 0:
-                    extend_block_hashes(state.hashes, context, block_size)
+                state.context_len = computed + 1
+                tail = state.tail
+                tail.append(token)
+                if len(tail) == block_size:
+                    state.hash_tail()
                 stats.generated_tokens += 1
                 self.tokens_generated += 1
                 if stats.first_token_t is None:
@@ -188,7 +189,7 @@ class StepPlanner(BlockAdmission):
                 if position + 1 >= state.end_position:
                     self._finish(state, end_t)
                     retired = True
-            elif stats.prefill_done_t is None and len(context) - computed <= 1:
+            elif stats.prefill_done_t is None and state.context_len - computed <= 1:
                 stats.prefill_done_t = end_t  # held: context computed, no token produced
         for state in self._admitted:
             state.progressed()

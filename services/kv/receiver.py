@@ -120,7 +120,7 @@ class TransferTable:
             return
         transfer.finished_at = time.time()
         self.completed += 1
-        transfer.done.set_result(transfer)
+        transfer.done.set_result(None)  # not the transfer: a future holding its owner is a reference cycle
 
     def fail(self, request_id: str, reason: str) -> None:
         transfer = self._transfers.get(request_id)
@@ -143,7 +143,8 @@ class TransferTable:
     async def wait(self, request_id: str, timeout_s: float) -> Transfer:
         transfer = self.entry(request_id)
         try:
-            return await asyncio.wait_for(asyncio.shield(transfer.done), timeout_s)
+            await asyncio.wait_for(asyncio.shield(transfer.done), timeout_s)
+            return transfer
         except asyncio.TimeoutError:
             self.fail(request_id, f"not complete within {timeout_s:g} s")
             raise TransferFailed(f"KV transfer of {request_id} not complete within {timeout_s:g} s") from None

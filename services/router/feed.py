@@ -206,6 +206,8 @@ class DecodeStream:
                 inbox.put(event)
             inbox.put(_CALL_DONE)
         except BaseException as exc:  # noqa: BLE001 - handed to the reader, in order, and raised there
+            if isinstance(exc, asyncio.CancelledError) and asyncio.current_task().cancelling():
+                raise  # the reader cancelled this task as it left (`_events`): nobody reads the inbox
             inbox.put(exc)
 
     async def _events(self) -> AsyncIterator[Token | pb.GenerateStats]:
@@ -229,4 +231,5 @@ class DecodeStream:
                     yield stats
         finally:
             reader.cancel()
+            inbox.clear()  # what nobody will read: an error there holds, by its traceback, the inbox itself
             self._feed.unsubscribe(self._rid)

@@ -84,3 +84,25 @@ def test_an_announce_after_the_wait_ended_opens_nothing():
         assert table.pending == 0 and table.late_announces == 1 and table.orphan_frames == 1
 
     run_virtual(main())
+
+
+def test_a_completed_transfer_is_freed_by_reference_counting():
+    """Its future does not hold the transfer (a cycle): once discarded, nothing keeps it."""
+    import weakref
+
+    async def main() -> None:
+        table = TransferTable()
+        table.announce("r1", frames=1, real_bytes=256, emulated_bytes=1 << 18, first_token=5, num_tokens=4)
+        table.on_frame("r1", 0, 1, 256)
+        transfer = await table.wait("r1", timeout_s=1.0)
+        assert transfer.first_token == 5 and transfer.received_bytes == 256
+        gone = weakref.ref(transfer)
+        del transfer
+        table.discard("r1")
+        assert gone() is None
+
+    gc.disable()  # only reference counting may free it
+    try:
+        run_virtual(main())
+    finally:
+        gc.enable()

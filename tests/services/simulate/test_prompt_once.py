@@ -15,10 +15,10 @@ ROUTER_HOPS = ("prefill", "main-decode", "relay-decode")
 def _counting(monkeypatch, module, name: str, counts: dict, key: str, counted=lambda *args: True) -> None:
     real = getattr(module, name)
 
-    def wrapper(*args):
-        if counted(*args):
+    def wrapper(*args, **kwargs):
+        if counted(*args, **kwargs):
             counts[key] = counts.get(key, 0) + 1
-        return real(*args)
+        return real(*args, **kwargs)
     monkeypatch.setattr(module, name, wrapper)
 
 
@@ -28,7 +28,7 @@ def test_each_hop_carries_the_prompt_once_and_each_process_hashes_it_once(monkey
     _counting(monkeypatch, sequence_module, "prompt_fingerprint", counts, "engine fingerprints")
     # a sequence given no block hashes hashes its whole context itself: a second hash of the prompt
     _counting(monkeypatch, sequence_module, "extend_block_hashes", counts, "engine prompt hashes",
-              lambda hashes, tokens, block_size: not hashes and len(tokens) >= len(PROMPT))
+              lambda hashes, tokens, block_size, offset=0: not hashes and len(tokens) >= len(PROMPT))
     pdd, _, census, mesh = census_of_one_request(PROMPT, OUTPUT, prepare=lambda mesh: mesh)
     assert pdd["pipeline"] == "P-RLD-MD" and pdd["handoff"] is not None
 

@@ -137,3 +137,22 @@ def test_a_ramped_population_joins_over_the_ramp():
     assert sorted(r.send_s for r in at_once.records)[:8] == [0.0] * 8
     joins = sorted(r.send_s for r in ramped.records)[:8]
     assert joins == pytest.approx([i * 0.08 / 8 for i in range(8)], abs=1e-6)
+
+
+def test_a_run_tunes_the_collector_and_restores_it(monkeypatch):
+    import gc
+
+    from services.simulate import run as run_module
+
+    seen = []
+    real = run_module.simulate_run
+
+    async def spy(*args, **kwargs):
+        seen.append(gc.get_threshold())
+        return await real(*args, **kwargs)
+
+    monkeypatch.setattr(run_module, "simulate_run", spy)
+    before = gc.get_threshold()
+    run_simulation(load_scenario("colocated-mini"), WORKLOAD, rate=2.0, duration_s=1.0, seed=1)
+    assert seen == [run_module.SIMULATION_GC_THRESHOLDS] != [before]
+    assert gc.get_threshold() == before
