@@ -37,7 +37,7 @@ class Sequence:
     """
 
     request_id: str
-    context: list[TokenId] | np.ndarray  # an array is converted once; the engine's copy is a list
+    context: list[TokenId] | np.ndarray  # read once: the engine keeps its length and last partial block
     prompt_len: int
     kv_tokens: int
     generate: int
