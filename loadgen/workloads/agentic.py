@@ -54,51 +54,64 @@ class AgenticSession:
         self._turns = turns
         self._turn = 0
         self._cached: list[np.ndarray] = []  # every id sequence the server has seen from this session
+        # The last prompt planned and its ids as an array: the next turn grows from it, and turning a
+        # 64K-token list into an array again costs more than the rest of planning a turn.
+        self._last: tuple[list[int], np.ndarray] | None = None
         self.finished = False
 
     def first_request(self) -> RequestPlan:
         prompt = fresh_tokens(self._rng, self._config.initial_length.draw(self._rng), self._config.vocab)
-        return self._plan(prompt, target=None, think_s=0.0)
+        return self._plan(prompt, np.asarray(prompt, dtype=np.int64), target=None, think_s=0.0)
 
     def next_turn(self, previous_prompt: list[int], received_output_ids: list[int]) -> RequestPlan | None:
         if self.finished:
             return None
         conversation = list(previous_prompt) + list(received_output_ids)
+        last = self._last
+        prompt_ids = last[1] if last is not None and last[0] is previous_prompt \
+            else np.asarray(previous_prompt, dtype=np.int64)
+        conversation_ids = np.concatenate([prompt_ids, np.asarray(received_output_ids, dtype=np.int64)])
         if self._config.cache_outputs:
-            self._cached.append(np.asarray(conversation, dtype=np.int64))
+            self._cached.append(conversation_ids)
         self._turn += 1
         if self._turn >= self._turns:
             self.finished = True
             return None
         cached_len = len(conversation) if self._config.cache_outputs else len(previous_prompt)
         target = self._workload.draw_target()
-        prompt = self._next_prompt(conversation, cached_len, target)
+        keep, new = self._next_prompt(len(conversation), cached_len, target)
+        fresh = fresh_tokens(self._rng, new, self._config.vocab)
+        ids = np.concatenate([conversation_ids[:keep], np.asarray(fresh, dtype=np.int64)])
         think = self._rng.expovariate(1.0 / self._config.think) if self._config.think > 0 else 0.0
-        return self._plan(prompt, target=target, think_s=think)
+        return self._plan(conversation[:keep] + fresh, ids, target=target, think_s=think)
 
     def abandon(self) -> None:
         self.finished = True
 
-    def _next_prompt(self, conversation: list[int], cached_len: int, target: float | None) -> list[int]:
+    def _next_prompt(self, conversation: int, cached_len: int, target: float | None) -> tuple[int, int]:
+        """(ids of the conversation kept, fresh ids added) for the next prompt."""
         context = self._config.context
         if target is None:
             new = min(context, self._config.tool.draw(self._rng))
-            keep = min(len(conversation), context - new)
+            keep = min(conversation, context - new)
         else:
             total = math.ceil(cached_len / target) if target > 0 else math.inf
             if total <= context:
-                keep = len(conversation)
+                keep = conversation
                 new = max(1, int(total) - keep)
             else:
                 keep = min(cached_len, math.floor(target * context))
                 new = max(1, context - keep)
-        return conversation[:keep] + fresh_tokens(self._rng, new, self._config.vocab)
+        return keep, new
 
-    def _plan(self, prompt: list[int], target: float | None, think_s: float) -> RequestPlan:
-        ids = np.asarray(prompt, dtype=np.int64)
-        reused = max((common_prefix_length(ids, seen) for seen in self._cached), default=0)
+    def _plan(self, prompt: list[int], ids: np.ndarray, target: float | None, think_s: float) -> RequestPlan:
+        reused = 0
+        for seen in reversed(self._cached):  # the newest are the longest; one no longer than the best cannot beat it
+            if len(seen) > reused:
+                reused = max(reused, common_prefix_length(ids, seen))
         hit = reused / len(prompt)
         self._cached.append(ids)
+        self._last = (prompt, ids)
         self._workload.record_hit(hit)
         return RequestPlan(
             request_id=f"{self.session_id}-t{self._turn}",

@@ -5,17 +5,19 @@ held privately by one sequence (being filled), or published under its chain
 hash so later sequences with the same prefix reuse it. Published blocks that no
 sequence references are evictable, least recently released first. The policy
 are in docs/engine.md ("Prefix cache"); the capacity formula, kv_capacity_blocks, is in
-services/engine/sizing.py ("Capacity").
+services/engine/sizing.py ("Capacity"). A published block's count and place in the eviction order
+live in a slot of services/engine/block_slots.py, so a prompt's blocks move together.
 """
 
 from __future__ import annotations
 
-import operator
-from collections import OrderedDict
 from itertools import compress, islice, takewhile
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from services.engine.block_hashes import DEFAULT_BLOCK_SIZE, block_hashes, extend_block_hashes
+from services.engine.block_slots import BlockSlots
 from services.engine.host_tier import HostTier
 from services.types import TokenId
 
@@ -24,9 +26,31 @@ __all__ = ["DEFAULT_BLOCK_SIZE", "PrefixCache", "block_hashes", "extend_block_ha
 
 @dataclass(slots=True)
 class _Holding:
-    published: list[int] = field(default_factory=list)  # block hashes this sequence references, in prefix order
+    """The blocks one sequence holds; its published ones as slots, in prefix order."""
+
+    chunks: list[np.ndarray] = field(default_factory=list)  # slots of the admitted prefix and of multi-block commits
+    singles: list[int] = field(default_factory=list)  # slots committed one at a time since the last chunk
+    published: int = 0
     private: int = 0  # blocks reserved for this sequence that are not published (yet)
     loaded: int = 0  # of the published ones, blocks its admission loaded from the host tier
+
+    def add_chunk(self, slots: np.ndarray) -> None:
+        self._flush()
+        self.chunks.append(slots)
+        self.published += slots.size
+
+    def add_single(self, slot: int) -> None:
+        self.singles.append(slot)
+        self.published += 1
+
+    def slots(self) -> np.ndarray:
+        self._flush()
+        return np.concatenate(self.chunks) if self.chunks else np.zeros(0, np.int64)
+
+    def _flush(self) -> None:
+        if self.singles:
+            self.chunks.append(np.array(self.singles, np.int64))
+            self.singles = []
 
 
 class PrefixCache:
@@ -45,8 +69,8 @@ class PrefixCache:
         self.host = HostTier(host_blocks)
         self.capacity_blocks = capacity_blocks
         self.block_size = block_size
-        self._refs: dict[int, int] = {}  # published hash -> sequences referencing it
-        self._evictable: OrderedDict[int, None] = OrderedDict()  # published, unreferenced; oldest first
+        self._slot: dict[int, int] = {}  # published hash -> its slot in _blocks
+        self._blocks = BlockSlots()  # each published block's reference count and eviction order
         self._holdings: dict[str, _Holding] = {}
         self._private_blocks = 0
         self.evictions = 0
@@ -54,20 +78,20 @@ class PrefixCache:
     @property
     def cached_blocks(self) -> int:
         """Published blocks a later sequence can hit, referenced or not."""
-        return len(self._refs)
+        return len(self._slot)
 
     @property
     def evictable_blocks(self) -> int:
-        return len(self._evictable)
+        return self._blocks.evictable
 
     @property
     def used_blocks(self) -> int:
-        return len(self._refs) - len(self._evictable) + self._private_blocks
+        return len(self._slot) - self._blocks.evictable + self._private_blocks
 
     @property
     def free_blocks(self) -> int:
         """Blocks holding nothing; `available_blocks` adds the evictable ones."""
-        return self.capacity_blocks - self.used_blocks - len(self._evictable)
+        return self.capacity_blocks - len(self._slot) - self._private_blocks
 
     @property
     def available_blocks(self) -> int:
@@ -88,7 +112,7 @@ class PrefixCache:
     def held_prefix_blocks(self, hashes: list[int]) -> int:
         """Leading blocks of `hashes` held in device memory or in the host tier."""
         # Runs of device hits and host hits counted in C: a 64K-token prompt is 4096 blocks.
-        held, refs, host, end = 0, self._refs, self.host.blocks, len(hashes)
+        held, refs, host, end = 0, self._slot, self.host.blocks, len(hashes)
         while held < end:
             held += _run_length(refs, hashes, held)
             if held == end or hashes[held] not in host:
@@ -118,27 +142,31 @@ class PrefixCache:
         limit = total_blocks if max_hit_blocks is None else min(max_hit_blocks, total_blocks)
         hit = self.held_prefix_blocks(hashes[:limit])
         prefix = hashes[:hit]
-        on_device = list(map(self._refs.__contains__, prefix))
-        loaded = on_device.count(False)  # host-tier hits need device blocks to load into
-        reclaimed_by_hit = sum(map(self._evictable.__contains__, prefix))
+        found = list(map(self._slot.get, prefix))
+        loaded = found.count(None)  # host-tier hits need device blocks to load into
+        on_device = np.array([slot for slot in found if slot is not None] if loaded else found, np.int64)
         private = total_blocks - hit
-        if private + loaded > self.free_blocks + self.evictable_blocks - reclaimed_by_hit:
+        if private + loaded > self.free_blocks + self.evictable_blocks - self._blocks.unreferenced(on_device):
             return None
-        # Protects them from the eviction _reserve may do below.
-        self._ref_all(list(compress(prefix, on_device)) if loaded else prefix)
+        self._blocks.ref(on_device)  # protects them from the eviction _reserve may do below
         self._reserve(private + loaded)
         self._private_blocks -= loaded
+        holding = self._holdings[seq_id] = _Holding(private=private, loaded=loaded)
         if loaded:
-            for block_hash in compress(prefix, map(operator.not_, on_device)):
-                self._refs[block_hash] = 1  # loaded back; the host copy stays (HiCache keeps both)
+            # Loaded back, referenced once, the host copy kept (HiCache keeps both).
+            absent = [slot is None for slot in found]  # slot 0 is a slot: not a truth test
+            missing = list(dict.fromkeys(compress(prefix, absent)))
+            self._slot.update(zip(missing, self._blocks.take(missing).tolist()))
+            for block_hash in compress(prefix, absent):
                 self.host.touch(block_hash)
-        self._holdings[seq_id] = _Holding(list(prefix), private, loaded)
+            on_device = np.fromiter(map(self._slot.__getitem__, prefix), np.int64, hit)
+        holding.add_chunk(on_device)
         return hit
 
     def held_blocks(self, seq_id: str) -> int:
         """Device blocks a sequence holds: its published prefix plus its private reservation."""
         holding = self._holdings[seq_id]
-        return len(holding.published) + holding.private
+        return holding.published + holding.private
 
     def loaded_blocks(self, seq_id: str) -> int:
         """Blocks its admission loaded from the host tier."""
@@ -156,36 +184,35 @@ class PrefixCache:
     def commit(self, seq_id: str, hashes: list[int], upto_blocks: int) -> None:
         """Publish the sequence's computed blocks up to `upto_blocks`, turning private blocks into cached ones."""
         holding = self._holdings[seq_id]
-        published = holding.published
-        start = len(published)
+        start = holding.published
         if upto_blocks <= start:
             return
         count = min(upto_blocks - start, holding.private)
         new = hashes[start : start + count]
-        refs = self._refs
-        # A 64K-token prompt commits thousands of blocks at once: unshared ones (the usual case) go
-        # in as one dict update; a block another sequence computed meanwhile is shared, in order.
-        fresh = dict.fromkeys(new, 1)
-        if len(fresh) == len(new) and refs.keys().isdisjoint(fresh):
-            refs.update(fresh)
-        else:
-            evictable = self._evictable
+        slot_of, blocks = self._slot, self._blocks
+        if len(new) == 1 and new[0] not in slot_of:  # a decode step's block: no numpy for one slot
+            slot = slot_of[new[0]] = blocks.take_one(new[0])
+            holding.add_single(slot)
+        elif len(dict.fromkeys(new)) == len(new) and slot_of.keys().isdisjoint(new):
+            # A 64K-token prompt commits thousands of blocks at once; unshared ones (the usual case) together.
+            slots = blocks.take(new)
+            slot_of.update(zip(new, slots.tolist()))
+            holding.add_chunk(slots)
+        else:  # a block another sequence computed meanwhile is shared (ours freed), in order
             for block_hash in new:
-                held = refs.get(block_hash)
-                if held is None:
-                    refs[block_hash] = 1
-                else:  # computed concurrently by another sequence: share it, free ours
-                    if held == 0:
-                        del evictable[block_hash]
-                    refs[block_hash] = held + 1
-        published.extend(new)
+                slot = slot_of.get(block_hash)
+                if slot is None:
+                    slot = slot_of[block_hash] = blocks.take_one(block_hash)
+                else:
+                    blocks.ref_one(slot)
+                holding.add_single(slot)
         holding.private -= len(new)
         self._private_blocks -= len(new)
-        if len(published) < upto_blocks:
-            raise ValueError(f"sequence {seq_id!r} commits block {len(published)} it never reserved")
+        if holding.published < upto_blocks:
+            raise ValueError(f"sequence {seq_id!r} commits block {holding.published} it never reserved")
 
     def published_blocks(self, seq_id: str) -> int:
-        return len(self._holdings[seq_id].published)
+        return self._holdings[seq_id].published
 
     def release(self, seq_id: str) -> None:
         """Drop a sequence's blocks: private ones become free, published ones evictable once unreferenced."""
@@ -193,47 +220,26 @@ class PrefixCache:
         if holding is None:
             return
         self._private_blocks -= holding.private
-        refs, evictable = self._refs, self._evictable
         # Tail first, so that eviction (oldest first) drops a chain's tail before its head.
-        tail_first = holding.published[::-1]
-        if len(set(tail_first)) == len(tail_first):  # each block once (chain hashes): counts in C
-            left = [count - 1 for count in map(refs.__getitem__, tail_first)]
-            refs.update(zip(tail_first, left))
-            for block_hash in compress(tail_first, map(operator.not_, left)):
-                evictable[block_hash] = None  # OrderedDict.update is slower than this loop
-            return
-        for block_hash in tail_first:
-            count = refs[block_hash] - 1
-            refs[block_hash] = count
-            if not count:
-                evictable[block_hash] = None
+        self._blocks.unref(holding.slots()[::-1])
 
-    def _ref_all(self, hashes: list[int]) -> None:
-        """`_ref` each of `hashes`, in order."""
-        refs, evictable = self._refs, self._evictable
-        counts = list(map(refs.__getitem__, hashes))
-        after = dict(zip(hashes, [count + 1 for count in counts]))
-        if len(after) != len(hashes):  # a block twice: one at a time
-            for block_hash in hashes:
-                self._ref(block_hash)
-            return
-        for block_hash in compress(hashes, map(operator.not_, counts)):
-            del evictable[block_hash]
-        refs.update(after)
-
-    def _ref(self, block_hash: int) -> None:
-        count = self._refs[block_hash]
-        if count == 0:
-            del self._evictable[block_hash]
-        self._refs[block_hash] = count + 1
+    def contents(self) -> tuple[dict[int, int], list[int], dict[str, tuple[list[int], int, int]]]:
+        """(reference count of each published hash, evictable hashes oldest first, each holding's
+        published hashes, private and loaded blocks): an inspection, for tests."""
+        blocks = self._blocks
+        refs = {h: int(blocks.refs[s]) for h, s in self._slot.items()}
+        evictable = [int(blocks.hashes[s]) for s in blocks.in_eviction_order()]
+        holdings = {seq: ([int(blocks.hashes[s]) for s in h.slots().tolist()], h.private, h.loaded)
+                    for seq, h in self._holdings.items()}
+        return refs, evictable, holdings
 
     def _reserve(self, blocks: int) -> None:
         shortfall = blocks - self.free_blocks
-        for _ in range(max(shortfall, 0)):
-            victim, _ = self._evictable.popitem(last=False)
-            del self._refs[victim]
-            self.evictions += 1
-            self.host.touch(victim)  # demoted, not lost, when there is a host tier
+        if shortfall > 0:
+            for victim in self._blocks.evict(shortfall):
+                del self._slot[victim]
+                self.host.touch(victim)  # demoted, not lost, when there is a host tier
+            self.evictions += shortfall
         self._private_blocks += blocks
 
 

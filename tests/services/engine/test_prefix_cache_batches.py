@@ -1,72 +1,101 @@
-"""The prefix cache's batch paths (whole prompts admitted, committed and released at once) against
-the same operations done one block at a time: equal state, equal eviction order, under any mix."""
+"""The prefix cache's batch paths (whole prompts admitted, committed and released at once, counts in
+numpy slots) against the same operations done one block at a time over dicts: equal state, equal
+eviction order, under any mix."""
 
 from __future__ import annotations
 
 from hypothesis import given, settings, strategies as st
 
-from services.engine.prefix_cache import PrefixCache, _Holding
+from collections import OrderedDict
+
+from services.engine.host_tier import HostTier
+from services.engine.prefix_cache import PrefixCache
 
 
 class OneBlockAtATime:
-    """The cache's rules written block by block: the reference for the batch paths."""
+    """The cache's rules (docs/engine.md "Prefix cache") written block by block over dicts: the
+    reference for the batch paths and their slots."""
 
     def __init__(self, capacity: int, host: int) -> None:
-        self.cache = PrefixCache(capacity, 4, host)
+        self.capacity = capacity
+        self.refs: dict[int, int] = {}
+        self.evictable: OrderedDict[int, None] = OrderedDict()
+        self.host = HostTier(host)
+        self.holdings: dict[str, tuple[list[int], int, int]] = {}
+        self.private = 0
+        self.evictions = 0
+
+    @property
+    def free(self) -> int:
+        return self.capacity - (len(self.refs) - len(self.evictable) + self.private) - len(self.evictable)
 
     def held(self, hashes: list[int]) -> int:
-        held, c = 0, self.cache
+        held = 0
         for h in hashes:
-            if h not in c._refs and h not in c.host.blocks:
+            if h not in self.refs and h not in self.host.blocks:
                 break
             held += 1
         return held
 
+    def _ref(self, h: int) -> None:
+        if self.refs[h] == 0:
+            del self.evictable[h]
+        self.refs[h] += 1
+
+    def _reserve(self, blocks: int) -> None:
+        for _ in range(max(0, blocks - self.free)):
+            victim, _ = self.evictable.popitem(last=False)
+            del self.refs[victim]
+            self.evictions += 1
+            self.host.touch(victim)
+        self.private += blocks
+
     def admit(self, seq: str, hashes: list[int], total: int) -> int | None:
-        c = self.cache
         hit = self.held(hashes[:total])
-        on_device = [h in c._refs for h in hashes[:hit]]
+        on_device = [h in self.refs for h in hashes[:hit]]
         loaded = on_device.count(False)
-        if total - hit + loaded > c.free_blocks + c.evictable_blocks - sum(h in c._evictable for h in hashes[:hit]):
+        if total - hit + loaded > self.free + len(self.evictable) - sum(h in self.evictable for h in hashes[:hit]):
             return None
         for h, present in zip(hashes[:hit], on_device):
             if present:
-                c._ref(h)
-        c._reserve(total - hit + loaded)
-        c._private_blocks -= loaded
+                self._ref(h)
+        self._reserve(total - hit + loaded)
+        self.private -= loaded
         for h, present in zip(hashes[:hit], on_device):
             if not present:
-                c._refs[h] = 1
-                c.host.touch(h)
-        c._holdings[seq] = _Holding(list(hashes[:hit]), total - hit, loaded)
+                self.refs[h] = 1
+                self.host.touch(h)
+        self.holdings[seq] = (list(hashes[:hit]), total - hit, loaded)
         return hit
 
     def commit(self, seq: str, hashes: list[int], upto: int) -> None:
-        c = self.cache
-        holding = c._holdings[seq]
-        while len(holding.published) < upto:
-            h = hashes[len(holding.published)]
-            holding.private -= 1
-            c._private_blocks -= 1
-            if h in c._refs:
-                c._ref(h)
+        published, private, loaded = self.holdings[seq]
+        while len(published) < upto:
+            h = hashes[len(published)]
+            private -= 1
+            self.private -= 1
+            if h in self.refs:
+                self._ref(h)
             else:
-                c._refs[h] = 1
-            holding.published.append(h)
+                self.refs[h] = 1
+            published.append(h)
+        self.holdings[seq] = (published, private, loaded)
 
     def release(self, seq: str) -> None:
-        c = self.cache
-        holding = c._holdings.pop(seq)
-        c._private_blocks -= holding.private
-        for h in reversed(holding.published):
-            c._refs[h] -= 1
-            if c._refs[h] == 0:
-                c._evictable[h] = None
+        published, private, _ = self.holdings.pop(seq)
+        self.private -= private
+        for h in reversed(published):
+            self.refs[h] -= 1
+            if self.refs[h] == 0:
+                self.evictable[h] = None
+
+    def state(self):
+        return self.refs, list(self.evictable), list(self.host.blocks), self.private, self.evictions, self.holdings
 
 
 def _state(cache: PrefixCache):
-    return (dict(cache._refs), list(cache._evictable), list(cache.host.blocks), cache._private_blocks,
-            cache.evictions, {k: (v.published, v.private, v.loaded) for k, v in cache._holdings.items()})
+    refs, evictable, holdings = cache.contents()
+    return refs, evictable, list(cache.host.blocks), cache._private_blocks, cache.evictions, holdings
 
 
 # A sequence's blocks: a shared stem (chain hashes 0..7, shared between sequences) then its own,
@@ -96,4 +125,4 @@ def test_batch_paths_leave_the_state_one_block_at_a_time_leaves(plan, capacity, 
             gone, _ = live.pop(0)
             batch.release(gone)
             reference.release(gone)
-        assert _state(batch) == _state(reference.cache)
+        assert _state(batch) == reference.state()
