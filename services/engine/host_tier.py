@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import OrderedDict
+from typing import Iterable
 
 
 class HostTier:
@@ -15,10 +16,19 @@ class HostTier:
 
     def touch(self, block_hash: int) -> None:
         """Store (written back on eviction from the device) or refresh a block; drop the oldest beyond capacity."""
-        if not self.capacity_blocks:
+        self.touch_all((block_hash,))
+
+    def touch_all(self, block_hashes: Iterable[int]) -> None:
+        """`touch` each, in order: one call for the hundreds of blocks one admission evicts or loads back."""
+        capacity, blocks = self.capacity_blocks, self.blocks
+        if not capacity:
             return
-        self.blocks[block_hash] = None
-        self.blocks.move_to_end(block_hash)
-        if len(self.blocks) > self.capacity_blocks:
-            self.blocks.popitem(last=False)
-            self.evictions += 1
+        move_to_end = blocks.move_to_end
+        for block_hash in block_hashes:
+            if block_hash in blocks:
+                move_to_end(block_hash)
+                continue
+            blocks[block_hash] = None
+            if len(blocks) > capacity:
+                blocks.popitem(last=False)
+                self.evictions += 1

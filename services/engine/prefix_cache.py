@@ -11,6 +11,7 @@ live in a slot of services/engine/block_slots.py, so a prompt's blocks move toge
 
 from __future__ import annotations
 
+from collections import deque
 from itertools import compress, islice, takewhile
 from dataclasses import dataclass, field
 
@@ -157,8 +158,7 @@ class PrefixCache:
             absent = [slot is None for slot in found]  # slot 0 is a slot: not a truth test
             missing = list(dict.fromkeys(compress(prefix, absent)))
             self._slot.update(zip(missing, self._blocks.take(missing).tolist()))
-            for block_hash in compress(prefix, absent):
-                self.host.touch(block_hash)
+            self.host.touch_all(compress(prefix, absent))
             on_device = np.fromiter(map(self._slot.__getitem__, prefix), np.int64, hit)
         holding.add_chunk(on_device)
         return hit
@@ -236,9 +236,9 @@ class PrefixCache:
     def _reserve(self, blocks: int) -> None:
         shortfall = blocks - self.free_blocks
         if shortfall > 0:
-            for victim in self._blocks.evict(shortfall):
-                del self._slot[victim]
-                self.host.touch(victim)  # demoted, not lost, when there is a host tier
+            victims = self._blocks.evict(shortfall)
+            deque(map(self._slot.__delitem__, victims), maxlen=0)
+            self.host.touch_all(victims)  # demoted, not lost, when there is a host tier
             self.evictions += shortfall
         self._private_blocks += blocks
 

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
+from hypothesis import given, settings, strategies as st
+
 from services.engine.batch import Chunk, StepBatch
+from services.engine.host_tier import HostTier
 from services.engine.prefix_cache import PrefixCache, block_hashes
 from services.engine.roofline import RooflineClock
 from tests.services.engine.conftest import RecordingClock, collect, fresh, prompt
@@ -66,3 +71,20 @@ def test_a_host_load_costs_its_pcie_time_overlapped_with_the_step():
     load_s = tokens * clock.model.kv_bytes_per_token / clock.gpu.pcie_bandwidth_Bps  # 7.9 GB at 64 GB/s
     assert loaded == max(plain, load_s) + load_s / clock.model.num_layers
     assert loaded < plain + load_s  # overlapped, not added
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 6), st.lists(st.lists(st.integers(0, 12), max_size=10), max_size=8))
+def test_touching_a_batch_leaves_what_touching_each_block_in_turn_leaves(capacity, batches):
+    """Including a block dropped for room earlier in the same batch and then touched again."""
+    tier, reference, dropped = HostTier(capacity), OrderedDict(), 0
+    for batch in batches:
+        tier.touch_all(batch)
+        for block_hash in batch if capacity else ():  # the rule, one block at a time
+            reference[block_hash] = None
+            reference.move_to_end(block_hash)
+            if len(reference) > capacity:
+                reference.popitem(last=False)
+                dropped += 1
+        assert list(tier.blocks) == list(reference)
+        assert tier.evictions == dropped
