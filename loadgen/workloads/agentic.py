@@ -66,7 +66,7 @@ class AgenticSession:
     def next_turn(self, previous_prompt: list[int], received_output_ids: list[int]) -> RequestPlan | None:
         if self.finished:
             return None
-        conversation = list(previous_prompt) + list(received_output_ids)
+        conversation = [*previous_prompt, *received_output_ids]
         last = self._last
         prompt_ids = last[1] if last is not None and last[0] is previous_prompt \
             else np.asarray(previous_prompt, dtype=np.int64)
@@ -88,16 +88,16 @@ class AgenticSession:
     def abandon(self) -> None:
         self.finished = True
 
-    def _next_prompt(self, conversation: int, cached_len: int, target: float | None) -> tuple[int, int]:
+    def _next_prompt(self, conversation_len: int, cached_len: int, target: float | None) -> tuple[int, int]:
         """(ids of the conversation kept, fresh ids added) for the next prompt."""
         context = self._config.context
         if target is None:
             new = min(context, self._config.tool.draw(self._rng))
-            keep = min(conversation, context - new)
+            keep = min(conversation_len, context - new)
         else:
             total = math.ceil(cached_len / target) if target > 0 else math.inf
             if total <= context:
-                keep = conversation
+                keep = conversation_len
                 new = max(1, int(total) - keep)
             else:
                 keep = min(cached_len, math.floor(target * context))

@@ -155,10 +155,11 @@ class PrefixCache:
         holding = self._holdings[seq_id] = _Holding(private=private, loaded=loaded)
         if loaded:
             # Loaded back, referenced once, the host copy kept (HiCache keeps both).
-            absent = [slot is None for slot in found]  # slot 0 is a slot: not a truth test
-            missing = list(dict.fromkeys(compress(prefix, absent)))
+            # `slot is None`, not a truth test: slot 0 is a slot.
+            from_host = list(compress(prefix, [slot is None for slot in found]))
+            missing = list(dict.fromkeys(from_host))
             self._slot.update(zip(missing, self._blocks.take(missing).tolist()))
-            self.host.touch_all(compress(prefix, absent))
+            self.host.touch_all(from_host)
             on_device = np.fromiter(map(self._slot.__getitem__, prefix), np.int64, hit)
         holding.add_chunk(on_device)
         return hit
