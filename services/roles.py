@@ -58,6 +58,7 @@ class DecodePeer(Protocol):
 class Token(NamedTuple):  # a tuple: one is built per streamed token, and a frozen dataclass costs more
     position: int
     token_id: int
+    t: float = 0.0  # the router's loop time when its step's feed message arrived (0: not read from a feed)
 
 
 class DecodeStream(Protocol):

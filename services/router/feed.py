@@ -4,33 +4,28 @@ Each decode service sends one message per engine step carrying the tokens of
 every request of this router that the step advanced (services/main_decode/
 feed.py, docs/mesh.md §Token feed), on its feed port (`tcp_feed`) or, in a
 simulation, as the `Tokens` gRPC stream (`grpc_feed`). `TokenFeed` hands them to
-the waiting requests; `DecodeStream` is one Generate call seen as a single ordered series
-of `Token`s and then its `GenerateStats`, whichever way its tokens travelled.
-A stats message names the stream's end position, and the tokens of the feed may
-arrive after it, so it is held back until every position below that has come.
-A failed call reaches the reader as its RoleError (services/rpc/errors.py); a broken
-feed as a RoleError of its own, with no status (services/router/failures.py).
+the waiting requests' inboxes (`TokenInbox`), which services/router/decode_stream.py
+reads. A broken feed reaches each waiting request as a RoleError of its own, with
+no status (services/router/failures.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import AsyncIterator, Awaitable, Callable
+from typing import Awaitable, Callable
 
 import grpc
 import msgpack
 
 from services.engine.sequence import EventChannel
 from services.roles import Token
-from services.rpc import feed_wire, metadata, pb, pb_grpc
-from services.rpc.errors import role_error
+from services.rpc import feed_wire, pb, pb_grpc
 from services.types import ErrorKind, RoleError
 
 log = logging.getLogger(__name__)
 SUBSCRIBER = "router"
 REOPEN_S = 0.5  # a feed that broke (its service restarting) is tried again this often
-_CALL_DONE = object()
 _new_tuple = tuple.__new__  # Token(position, token_id) runs NamedTuple's Python __new__; this builds it in C
 
 
@@ -62,10 +57,10 @@ class TokenFeed:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
 
-    def subscribe(self, request_id: str) -> EventChannel | None:
+    def subscribe(self, request_id: str, lazy: bool = False) -> EventChannel | None:
         if not self.open:
             return None
-        inbox = self.routes[request_id] = EventChannel()
+        inbox = self.routes[request_id] = TokenInbox(lazy)
         return inbox
 
     def unsubscribe(self, request_id: str) -> None:
@@ -77,10 +72,11 @@ class TokenFeed:
         self.messages += 1
         self.tokens += len(positions)
         routes = self.routes
-        for rid, pair in zip(request_ids, zip(positions, tokens)):
+        now = asyncio.get_running_loop().time()
+        for rid, position, token in zip(request_ids, positions, tokens):
             inbox = routes.get(rid)
             if inbox is not None:  # absent: the request already ended here
-                inbox.put(_new_tuple(Token, pair))
+                inbox.put(_new_tuple(Token, (position, token, now)))
 
     async def _run(self) -> None:
         while True:
@@ -174,62 +170,36 @@ class FeedReader(asyncio.Protocol):
             self.ended.set_result(self._reason or (f"connection lost: {exc}" if exc else "ended"))
 
 
-class DecodeStream:
-    """One Generate call: `cancel()` it, iterate it for `Token`s and then one `GenerateStats`."""
+class TokenInbox(EventChannel):
+    """One Generate call's items at the router; a lazy one wakes its reader only for the first token.
 
-    def __init__(self, stub: pb_grpc.DecodeStub, request: pb.GenerateRequest, feed: TokenFeed | None) -> None:
-        self._rid = request.request_id
-        self._feed = feed
-        self._inbox = feed.subscribe(self._rid) if feed is not None else None
-        self.call = stub.Generate(request, metadata=metadata(self._rid, SUBSCRIBER if self._inbox else ""))
+    In a simulation nothing but the reader consumes a token between its first and the call's end,
+    and each token carries its arrival time (`Token.t`), so the reader may take the rest in one go
+    when the stats or an error wake it: one task wake-up per stream instead of one per token.
+    """
 
-    def cancel(self) -> bool:
-        return self.call.cancel()
+    __slots__ = ("lazy", "_quiet")
 
-    def __aiter__(self) -> AsyncIterator[Token | pb.GenerateStats]:
-        return self._events() if self._inbox is not None else self._call_events()
+    def __init__(self, lazy: bool = False) -> None:
+        super().__init__()
+        self.lazy = lazy
+        self._quiet = False  # tokens queue without waking the reader
 
-    async def _call_events(self) -> AsyncIterator[Token | pb.GenerateStats]:
-        try:
-            async for event in self.call:
-                if event.HasField("token"):
-                    yield Token(event.token.position, event.token.token)
-                else:
-                    yield event.stats
-        except grpc.aio.AioRpcError as exc:
-            raise role_error(exc) from exc
+    def put(self, item: object) -> None:
+        if type(item) is Token:
+            if self._quiet:
+                self._items.append(item)
+                return
+            self._quiet = self.lazy  # the first token wakes the reader; in a lazy inbox the rest wait
+        super().put(item)
 
-    async def _read_call(self) -> None:
-        inbox = self._inbox
-        try:
-            async for event in self._call_events():
-                inbox.put(event)
-            inbox.put(_CALL_DONE)
-        except BaseException as exc:  # noqa: BLE001 - handed to the reader, in order, and raised there
-            if isinstance(exc, asyncio.CancelledError) and asyncio.current_task().cancelling():
-                raise  # the reader cancelled this task as it left (`_events`): nobody reads the inbox
-            inbox.put(exc)
+    def wake_for_each_token(self) -> None:
+        """Every token wakes the reader from now on: it holds the stats and waits for the last ones."""
+        self.lazy = self._quiet = False
 
-    async def _events(self) -> AsyncIterator[Token | pb.GenerateStats]:
-        inbox, reached, held, call_done = self._inbox, 0, None, False
-        reader = asyncio.ensure_future(self._read_call())
-        try:
-            while not call_done or held is not None:
-                item = await inbox.get()
-                if type(item) is Token:
-                    reached = item.position + 1
-                    yield item
-                elif item is _CALL_DONE:
-                    call_done = True
-                    continue
-                elif isinstance(item, BaseException):
-                    raise item
-                else:
-                    held = item
-                if held is not None and reached >= held.end_position:
-                    stats, held = held, None
-                    yield stats
-        finally:
-            reader.cancel()
-            inbox.clear()  # what nobody will read: an error there holds, by its traceback, the inbox itself
-            self._feed.unsubscribe(self._rid)
+    def arrived_tokens(self) -> list[Token]:
+        """Take the tokens at the head of the queue: what had arrived when its reader was stopped."""
+        items, tokens = self._items, []
+        while items and type(items[0]) is Token:
+            tokens.append(items.popleft())
+        return tokens

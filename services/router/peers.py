@@ -14,7 +14,8 @@ import asyncio
 from typing import TYPE_CHECKING, Any, Mapping
 
 from services.profiles import load_model
-from services.router.feed import DecodeStream, TokenFeed, grpc_feed, tcp_feed
+from services.router.decode_stream import DecodeStream
+from services.router.feed import TokenFeed, grpc_feed, tcp_feed
 from services.router.prompts import Resends, lookup_request, not_held, resent_whole, with_prompt
 from services.router.resend import ResendingDecodeStub
 from services.rpc import channel, pb, pb_grpc
@@ -49,6 +50,8 @@ class Peers:
                                    and plan.service(n).feed_port else grpc_feed(stub), n)
                       for n, stub in self.decode.items()}
         self.resends = Resends()
+        # Set by a simulation, whose client reads each token's arrival time from the token (TokenInbox).
+        self.lazy_tokens = False
 
     def generate(self, service: str, request: pb.GenerateRequest, job: Job) -> DecodeStream:
         """Open a Generate stream at `service`; its tokens come through the service's feed when it is open.
@@ -60,7 +63,7 @@ class Peers:
         stub = self.decode[service]
         if request.HasField("held_prompt"):
             stub = ResendingDecodeStub(stub, job, service, self.resends)
-        stream = DecodeStream(stub, request, feed)
+        stream = DecodeStream(stub, request, feed, self.lazy_tokens)
         feed.start()
         return stream
 

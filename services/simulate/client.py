@@ -64,9 +64,9 @@ async def _stream(router: Router, plan: RequestPlan, tally: StreamTally, record:
                     produced += 1
                     if through_bytes:
                         if text:
-                            _feed(tally, decoder, chunks.token(text, first=produced == 1), loop.time())
+                            _feed(tally, decoder, chunks.token(text, first=produced == 1), item.t)
                     elif text:
-                        tally.ended_at = now = loop.time()
+                        tally.ended_at = now = item.t
                         tally.add_tokens((item.token_id,) if text is choice.pieces[-1] else
                                          text_token_ids(text, tally.vocab), now)
                     continue

@@ -34,6 +34,8 @@ from services.types import Role
 
 HOST = "simulated"  # no service listens anywhere; the plan's addresses only name the services
 
+LAZY_TOKENS = True  # False: every token wakes its reader, as in the mesh (the records are the same)
+
 
 def simulated_plan(scenario: Scenario) -> MeshPlan:
     """The scenario's mesh plan with placeholder ports: the same services and links as `pdd-emu up`'s."""
@@ -95,6 +97,9 @@ class SimulatedMesh:
         for name in self.processes:
             await self.start_service(name)
         self.router.peers = Peers(self.plan, {name: self.stub(name, "router") for name in self.servicers})
+        # The client reads each token's arrival time from the token, so a stream's reader wakes for its
+        # first token and its end, not for every token (services/router/feed.py TokenInbox).
+        self.router.peers.lazy_tokens = LAZY_TOKENS
 
     async def start_service(self, name: str) -> None:
         for engine in self.processes[name].engines:

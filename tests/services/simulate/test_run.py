@@ -156,3 +156,19 @@ def test_a_run_tunes_the_collector_and_restores_it(monkeypatch):
     run_simulation(load_scenario("colocated-mini"), WORKLOAD, rate=2.0, duration_s=1.0, seed=1)
     assert seen == [run_module.SIMULATION_GC_THRESHOLDS] != [before]
     assert gc.get_threshold() == before
+
+
+@pytest.mark.parametrize("preset,overrides", [("pdd-mini", ["pdd.transfer_threshold_s=1ms"]), ("colocated-mini", []),
+                                              ("pd-intra-mini", ["request_timeout_s=0.3"])])
+def test_streams_read_at_their_ends_give_the_records_of_streams_read_token_by_token(monkeypatch, preset, overrides):
+    def records(lazy: bool) -> list[dict]:
+        monkeypatch.setattr("services.simulate.wiring.LAZY_TOKENS", lazy)
+        run = run_simulation(load_scenario(preset, overrides), WORKLOAD, rate=3.0, duration_s=4.0, seed=5)
+        return [dataclasses.asdict(r) for r in run.records]
+
+    lazy, eager = records(True), records(False)
+    assert lazy == eager and len(lazy) > 5
+    if preset == "pdd-mini":  # relayed: finished on the relay, or handed off to main decode at a cut
+        assert {r["pdd"]["pipeline"] for r in lazy} >= {"P-RLD", "P-RLD-MD"}
+    if overrides == ["request_timeout_s=0.3"]:  # stopped mid-stream: the tokens that had come still count
+        assert all("not finished within 0.3 s" in r["error"] and r["output_tokens"] > 1 for r in lazy)
