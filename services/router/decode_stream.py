@@ -15,7 +15,7 @@ from typing import AsyncIterator
 import grpc
 
 from services.roles import Token
-from services.router.feed import SUBSCRIBER, TokenFeed
+from services.router.feed import SUBSCRIBER, LazyInbox, TokenFeed
 from services.rpc import metadata, pb, pb_grpc
 from services.rpc.errors import role_error
 
@@ -30,6 +30,7 @@ class DecodeStream:
         self._rid = request.request_id
         self._feed = feed
         self._inbox = feed.subscribe(self._rid, lazy) if feed is not None else None
+        self._lazy = isinstance(self._inbox, LazyInbox)
         self.call = stub.Generate(request, metadata=metadata(self._rid, SUBSCRIBER if self._inbox else ""))
 
     def cancel(self) -> bool:
@@ -68,7 +69,7 @@ class DecodeStream:
                 try:
                     item = await inbox.get()
                 except asyncio.CancelledError:
-                    if inbox.lazy:  # read token by token, the ones that had arrived were the reader's already
+                    if self._lazy:  # read token by token, the ones that had arrived were the reader's already
                         for token in inbox.arrived_tokens():
                             yield token
                     raise
@@ -82,7 +83,8 @@ class DecodeStream:
                     raise item
                 else:
                     held = item
-                    inbox.wake_for_each_token()  # the stats overtook tokens of the feed: each one counts now
+                    if self._lazy:  # the stats overtook tokens of the feed: each one wakes the reader now
+                        inbox.wake_for_each_token()
                 if held is not None and reached >= held.end_position:
                     stats, held = held, None
                     yield stats

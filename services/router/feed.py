@@ -4,7 +4,7 @@ Each decode service sends one message per engine step carrying the tokens of
 every request of this router that the step advanced (services/main_decode/
 feed.py, docs/mesh.md §Token feed), on its feed port (`tcp_feed`) or, in a
 simulation, as the `Tokens` gRPC stream (`grpc_feed`). `TokenFeed` hands them to
-the waiting requests' inboxes (`TokenInbox`), which services/router/decode_stream.py
+the waiting requests' inboxes (an `EventChannel`, or a `LazyInbox` in a simulation), which services/router/decode_stream.py
 reads. A broken feed reaches each waiting request as a RoleError of its own, with
 no status (services/router/failures.py).
 """
@@ -60,7 +60,8 @@ class TokenFeed:
     def subscribe(self, request_id: str, lazy: bool = False) -> EventChannel | None:
         if not self.open:
             return None
-        inbox = self.routes[request_id] = TokenInbox(lazy)
+        # The mesh's inbox is the plain channel: a lazy one's checks would cost every token a method call.
+        inbox = self.routes[request_id] = LazyInbox() if lazy else EventChannel()
         return inbox
 
     def unsubscribe(self, request_id: str) -> None:
@@ -170,32 +171,32 @@ class FeedReader(asyncio.Protocol):
             self.ended.set_result(self._reason or (f"connection lost: {exc}" if exc else "ended"))
 
 
-class TokenInbox(EventChannel):
-    """One Generate call's items at the router; a lazy one wakes its reader only for the first token.
+class LazyInbox(EventChannel):
+    """One Generate call's items at a simulation's router: its reader wakes for the first token only.
 
     In a simulation nothing but the reader consumes a token between its first and the call's end,
     and each token carries its arrival time (`Token.t`), so the reader may take the rest in one go
     when the stats or an error wake it: one task wake-up per stream instead of one per token.
     """
 
-    __slots__ = ("lazy", "_quiet")
+    __slots__ = ("_quiet", "_eager")
 
-    def __init__(self, lazy: bool = False) -> None:
+    def __init__(self) -> None:
         super().__init__()
-        self.lazy = lazy
-        self._quiet = False  # tokens queue without waking the reader
+        self._quiet = False  # past the first token: tokens queue without waking the reader
+        self._eager = False  # told to wake the reader for every token after all
 
     def put(self, item: object) -> None:
-        if type(item) is Token:
+        if type(item) is Token and not self._eager:
             if self._quiet:
                 self._items.append(item)
                 return
-            self._quiet = self.lazy  # the first token wakes the reader; in a lazy inbox the rest wait
+            self._quiet = True  # the first token wakes the reader; the rest wait
         super().put(item)
 
     def wake_for_each_token(self) -> None:
         """Every token wakes the reader from now on: it holds the stats and waits for the last ones."""
-        self.lazy = self._quiet = False
+        self._eager = True
 
     def arrived_tokens(self) -> list[Token]:
         """Take the tokens at the head of the queue: what had arrived when its reader was stopped."""

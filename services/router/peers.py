@@ -50,7 +50,7 @@ class Peers:
                                    and plan.service(n).feed_port else grpc_feed(stub), n)
                       for n, stub in self.decode.items()}
         self.resends = Resends()
-        # Set by a simulation, whose client reads each token's arrival time from the token (TokenInbox).
+        # Set by a simulation, whose client reads each token's arrival time from the token (LazyInbox).
         self.lazy_tokens = False
 
     def generate(self, service: str, request: pb.GenerateRequest, job: Job) -> DecodeStream:

@@ -98,7 +98,7 @@ class SimulatedMesh:
             await self.start_service(name)
         self.router.peers = Peers(self.plan, {name: self.stub(name, "router") for name in self.servicers})
         # The client reads each token's arrival time from the token, so a stream's reader wakes for its
-        # first token and its end, not for every token (services/router/feed.py TokenInbox).
+        # first token and its end, not for every token (services/router/feed.py LazyInbox).
         self.router.peers.lazy_tokens = LAZY_TOKENS
 
     async def start_service(self, name: str) -> None:
