@@ -61,8 +61,18 @@ class Token(NamedTuple):  # a tuple: one is built per streamed token, and a froz
     t: float = 0.0  # the router's loop time when its step's feed message arrived (0: not read from a feed)
 
 
+class TokenRun(tuple):
+    """Consecutive `Token`s of one stream, passed on at once: what a simulation's lazy reader had queued.
+
+    Every layer between the stream and the client treats a run as its tokens in order; the mesh reads
+    token by token and never makes one (docs/simulate.md "Streams read at their ends").
+    """
+
+    __slots__ = ()
+
+
 class DecodeStream(Protocol):
-    """One Generate call as the router reads it: `Token`s in order, then one `GenerateStats`."""
+    """One Generate call as the router reads it: `Token`s (or `TokenRun`s) in order, then one `GenerateStats`."""
 
     def cancel(self) -> bool: ...
 

@@ -14,7 +14,7 @@ from typing import AsyncIterator
 
 import grpc
 
-from services.roles import Token
+from services.roles import Token, TokenRun
 from services.router.feed import SUBSCRIBER, LazyInbox, TokenFeed
 from services.rpc import metadata, pb, pb_grpc
 from services.rpc.errors import role_error
@@ -74,7 +74,11 @@ class DecodeStream:
                             yield token
                     raise
                 if type(item) is Token:
-                    reached = item.position + 1
+                    if self._lazy and inbox.has_tokens():  # what queued behind it goes on with it, as one run
+                        item = TokenRun((item, *inbox.arrived_tokens()))
+                        reached = item[-1].position + 1
+                    else:
+                        reached = item.position + 1
                     yield item
                 elif item is _CALL_DONE:
                     call_done = True

@@ -56,7 +56,7 @@ async def relay_alone(peers: Peers, job: Job, mode: Mode, relay: ServicePlan | N
     dispatches[relay.name] += 1
     try:
         async for item in run_p_d(peers, job, mode, relay, relay_hit, Pipeline.P_RLD):
-            if isinstance(item, Token):
+            if type(item) is not Finished:  # a Token or a TokenRun
                 yield item
                 continue
             stats = item.stats

@@ -198,6 +198,9 @@ class LazyInbox(EventChannel):
         """Every token wakes the reader from now on: it holds the stats and waits for the last ones."""
         self._eager = True
 
+    def has_tokens(self) -> bool:
+        return bool(self._items) and type(self._items[0]) is Token
+
     def arrived_tokens(self) -> list[Token]:
         """Take the tokens at the head of the queue: what had arrived when its reader was stopped."""
         items, tokens = self._items, []

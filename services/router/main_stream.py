@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from typing import AsyncIterator, Awaitable, Callable
 
-from services.roles import DecodeStream, Token
+from services.roles import DecodeStream, Token, TokenRun
 from services.router.failures import ApiError, api_error
 from services.router.pipelines import Job
 from services.router.stats import HandoffStats, PddStats
@@ -40,11 +40,12 @@ class MainStream:
         try:
             event = await self._first
             while True:
-                if type(event) is Token:
-                    if event.position < cut:
-                        raise ApiError(502, f"main decode produced position {event.position} before the cut {cut}",
+                if type(event) is Token or type(event) is TokenRun:
+                    first = event if type(event) is Token else event[0]
+                    if first.position < cut:
+                        raise ApiError(502, f"main decode produced position {first.position} before the cut {cut}",
                                        kind="upstream_error")
-                    stats.md_tokens += 1
+                    stats.md_tokens += 1 if event is first else len(event)
                     yield event
                 else:
                     _handoff_stats(event, stats, job)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 from typing import AsyncIterator, Callable
 
-from services.roles import RouterPeers as Peers  # the Protocol; services/router/peers.py adapts it
+from services.roles import RouterPeers as Peers, TokenRun  # Peers: the Protocol; services/router/peers.py adapts it
 from services.router.degraded import relay_alone, relay_retry, retried_on_relay
 from services.router.failures import ApiError, from_a_peer
 from services.router.main_stream import MainStream
@@ -101,7 +101,7 @@ async def pdd(peers: Peers, job: Job, mode: Mode) -> AsyncIterator[Token | Finis
             source = _relay_then_main(peers, job, mode, md, md_hit, relay, relay_hit, arrive, slot)
         try:
             async for item in source:
-                if not arrived and type(item) is Token and choice.pipeline is Pipeline.P_MD:
+                if not arrived and type(item) is not Finished and choice.pipeline is Pipeline.P_MD:
                     arrive()  # main decode releases token 0 only once its KV is whole
                 elif isinstance(item, Finished):
                     item.stats.policy = PolicyNote(round(choice.estimate_s, 4), choice.reason)
@@ -151,10 +151,10 @@ async def _relay_then_main(peers: Peers, job: Job, mode: Mode, md, md_hit: int, 
     try:
         try:
             async for event in relay_call:
-                if type(event) is Token:
+                if type(event) is Token or type(event) is TokenRun:
                     if "first_token" not in job.timeline:
                         job.mark("first_token")
-                    stats.rld_tokens += 1
+                    stats.rld_tokens += 1 if type(event) is Token else len(event)
                     yield event
                     continue
                 relay_stats = event

@@ -23,6 +23,7 @@ from services.scenario.plan import MeshPlan, ServicePlan
 from services.http_limits import HttpLimits, start_http
 from services.observability import add_ops_routes, serve_until_signalled
 from services.profiles import load_model
+from services.roles import TokenRun
 from services.router.api import MAX_BODY_BYTES, ApiError, CompletionRequest, client_request_id, parse_body
 from services.router.chat_api import ChatRequest
 from services.router.errors import json_errors
@@ -81,14 +82,15 @@ class Router(RequestOutcomes):
         self.metrics.waiting.inc()  # until its first token; then running (vLLM's scheduler states)
         try:
             async for item in pipeline_for(self.scenario.mode)(self.peers, job, self.scenario.mode):
-                if isinstance(item, Token):
-                    if item.position != expected:
-                        raise ApiError(502, f"token stream out of order: got position {item.position}, "
-                                            f"expected {expected}", kind="upstream_error")
+                if type(item) is Token or type(item) is TokenRun:
                     if expected == 0:
                         self.metrics.waiting.dec()
                         self.metrics.running.inc()
-                    expected += 1
+                    for token in (item,) if type(item) is Token else item:
+                        if token.position != expected:
+                            raise ApiError(502, f"token stream out of order: got position {token.position}, "
+                                                f"expected {expected}", kind="upstream_error")
+                        expected += 1
                 elif expected != job.max_tokens:
                     raise ApiError(502, f"stream ended after {expected} of {job.max_tokens} tokens",
                                    kind="upstream_error")

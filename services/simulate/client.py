@@ -21,6 +21,7 @@ from loadgen.bench.records import RequestRecord
 from loadgen.plan import RequestPlan
 from loadgen.sse import SseLineDecoder, StreamError, StreamTally
 from loadgen.tokens import text_token_ids
+from services.roles import TokenRun
 from services.router.api import ApiError, CompletionRequest
 from services.router.fanout import plan_jobs
 from services.router.pipelines import Token
@@ -56,19 +57,21 @@ async def _stream(router: Router, plan: RequestPlan, tally: StreamTally, record:
     try:
         async with asyncio.timeout(scenario.request_timeout_s):
             async for item in router.run(job):
-                if type(item) is Token:
+                if type(item) is Token or type(item) is TokenRun:
                     # A token's chunk carries only its text, and the tally reads a text's ids as
                     # feed_event would: a whole word is its own id (loadgen/tokens.py), a cut one is
-                    # decoded. The chunks with more in them go through the SSE bytes below.
-                    text = choice.add(item.token_id)
-                    produced += 1
-                    if through_bytes:
-                        if text:
-                            _feed(tally, decoder, chunks.token(text, first=produced == 1), item.t)
-                    elif text:
-                        tally.ended_at = now = item.t
-                        tally.add_tokens((item.token_id,) if text is choice.pieces[-1] else
-                                         text_token_ids(text, tally.vocab), now)
+                    # decoded. The chunks with more in them go through the SSE bytes below. Each
+                    # token counts at the time it reached the router (`Token.t`).
+                    for token in (item,) if type(item) is Token else item:
+                        text = choice.add(token.token_id)
+                        produced += 1
+                        if through_bytes:
+                            if text:
+                                _feed(tally, decoder, chunks.token(text, first=produced == 1), token.t)
+                        elif text:
+                            tally.ended_at = token.t
+                            tally.add_tokens((token.token_id,) if text is choice.pieces[-1] else
+                                             text_token_ids(text, tally.vocab), token.t)
                     continue
                 router.completed += 1
                 now = loop.time()

@@ -7,6 +7,7 @@ import asyncio
 import grpc
 import pytest
 
+from services.roles import TokenRun
 from services.router.decode_stream import DecodeStream
 from services.router.failures import api_error
 from services.router.feed import Token, TokenFeed, grpc_feed
@@ -59,6 +60,11 @@ async def _collect(stream: DecodeStream) -> list:
     return [item async for item in stream]
 
 
+def _flat(items: list) -> list:
+    """The items with each TokenRun spelled out as its tokens."""
+    return [t for item in items for t in (item if type(item) is TokenRun else (item,))]
+
+
 @pytest.mark.parametrize("lazy", [False, True])
 async def test_stats_that_overtake_the_feed_are_held_until_every_token_has_come(lazy):
     stub = _Stub(_Call([_stats(3)]))
@@ -71,7 +77,7 @@ async def test_stats_that_overtake_the_feed_are_held_until_every_token_has_come(
     assert not reading.done()
     for position in range(3):
         feed.routes["r1"].put(Token(position, 10 + position))
-    items = await asyncio.wait_for(reading, 5)
+    items = _flat(await asyncio.wait_for(reading, 5))
     assert items[:3] == [Token(0, 10), Token(1, 11), Token(2, 12)] and items[3].end_position == 3
     assert items[0].t == 0.0  # put by hand, not by a feed: no arrival time
     assert "r1" not in feed.routes  # unsubscribed at the end
@@ -135,10 +141,13 @@ async def test_a_lazy_inbox_wakes_its_reader_for_the_first_token_and_for_what_en
         for _ in range(3):
             await asyncio.sleep(0)
     assert len(seen) == 1 and len(inbox._items) == 3  # the rest wait, with no reader woken for them
-    stub.call.gate.set()  # the call's stats arrive: the reader takes every token, then the stats
+    stub.call.gate.set()  # the call's stats arrive: the reader takes the waiting tokens as one run, then the stats
     await asyncio.wait_for(reading, 5)
-    assert [t[:2] for t in seen[:4]] == [(0, 10), (1, 11), (2, 12), (3, 13)] and seen[4].end_position == 4
-    assert seen[1].t < seen[3].t  # each keeps its own arrival time, not the time it was read
+    assert type(seen[1]) is TokenRun and len(seen) == 3 and seen[2].end_position == 4
+    tokens = _flat(seen)[:4]
+    assert [t[:2] for t in tokens] == [(0, 10), (1, 11), (2, 12), (3, 13)]
+    assert tokens[1].t < tokens[3].t  # each keeps its own arrival time, not the time it was read
+
 
 async def test_a_lazy_stream_whose_stats_came_first_is_woken_by_each_token_it_still_waits_for():
     stub = _Stub(_Call([_stats(3)], asyncio.Event()))
@@ -151,5 +160,5 @@ async def test_a_lazy_stream_whose_stats_came_first_is_woken_by_each_token_it_st
         for _ in range(5):
             await asyncio.sleep(0)
         feed.deliver(["r6"], [position], [10 + position])
-    items = await asyncio.wait_for(reading, 5)
+    items = _flat(await asyncio.wait_for(reading, 5))
     assert [t[:2] for t in items[:3]] == [(0, 10), (1, 11), (2, 12)] and items[3].end_position == 3

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from services.launcher.plan import build_plan
-from services.roles import Token
+from services.roles import Token, TokenRun
 from services.router.failures import ApiError
 from services.router.pdd import pdd
 from services.router.pipelines import Finished, Job, colocated, prefill_then_decode
@@ -178,3 +178,12 @@ async def test_when_main_decode_fails_before_the_handoff_the_relay_is_told_to_fi
     assert peers.limits == [("relay-decode", "r", None)] and stats.fallback and stats.pipeline == "P-RLD-MD"
     assert [t.position for t in items if type(t) is Token] == [0, 1, 2] and stats.rld_tokens == 3
     assert ("prefill", "r") in peers.cancelled_transfers  # the WAN transfer to main decode is stopped
+
+
+async def test_a_run_of_tokens_passes_through_whole_and_counts_as_its_tokens():
+    peers = _Peers("colocated-mini")
+    run = TokenRun(Token(i, 100 + i) for i in (1, 2))
+    peers.streams["r"] = _Stream([Token(0, 100), run, pb.GenerateStats(end_position=3, instance="x-0")])
+    job = _job()
+    items = await _run(colocated, peers, job, Mode.COLOCATED)
+    assert items[1] is run and items[-1].stats.md_tokens == 3 and "first_token" in job.timeline
