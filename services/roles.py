@@ -71,6 +71,12 @@ class TokenRun(tuple):
     __slots__ = ()
 
 
+def token_count(item: object) -> int:
+    """The tokens a stream item carries: 1 for a `Token`, a run's length, 0 for anything else."""
+    kind = type(item)
+    return 1 if kind is Token else len(item) if kind is TokenRun else 0  # type: ignore[arg-type]
+
+
 class DecodeStream(Protocol):
     """One Generate call as the router reads it: `Token`s (or `TokenRun`s) in order, then one `GenerateStats`."""
 

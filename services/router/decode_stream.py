@@ -69,14 +69,15 @@ class DecodeStream:
                 try:
                     item = await inbox.get()
                 except asyncio.CancelledError:
-                    if self._lazy:  # read token by token, the ones that had arrived were the reader's already
-                        for token in inbox.arrived_tokens():
-                            yield token
+                    arrived = inbox.arrived_tokens() if self._lazy else None
+                    if arrived:  # read token by token, the ones that had arrived were the reader's already
+                        yield TokenRun(arrived)
                     raise
                 if type(item) is Token:
-                    if self._lazy and inbox.has_tokens():  # what queued behind it goes on with it, as one run
-                        item = TokenRun((item, *inbox.arrived_tokens()))
-                        reached = item[-1].position + 1
+                    queued = inbox.arrived_tokens() if self._lazy else None
+                    if queued:  # what queued behind it goes on with it, as one run
+                        item = TokenRun((item, *queued))
+                        reached = queued[-1].position + 1
                     else:
                         reached = item.position + 1
                     yield item

@@ -4,8 +4,8 @@ Each decode service sends one message per engine step carrying the tokens of
 every request of this router that the step advanced (services/main_decode/
 feed.py, docs/mesh.md §Token feed), on its feed port (`tcp_feed`) or, in a
 simulation, as the `Tokens` gRPC stream (`grpc_feed`). `TokenFeed` hands them to
-the waiting requests' inboxes (an `EventChannel`, or a `LazyInbox` in a simulation), which services/router/decode_stream.py
-reads. A broken feed reaches each waiting request as a RoleError of its own, with
+the waiting requests' inboxes (an `EventChannel`, or a `LazyInbox` in a simulation),
+which services/router/decode_stream.py reads. A broken feed reaches each waiting request as a RoleError of its own, with
 no status (services/router/failures.py).
 """
 
@@ -198,11 +198,8 @@ class LazyInbox(EventChannel):
         """Every token wakes the reader from now on: it holds the stats and waits for the last ones."""
         self._eager = True
 
-    def has_tokens(self) -> bool:
-        return bool(self._items) and type(self._items[0]) is Token
-
     def arrived_tokens(self) -> list[Token]:
-        """Take the tokens at the head of the queue: what had arrived when its reader was stopped."""
+        """Take the tokens at the head of the queue: what arrived while the reader was not woken for them."""
         items, tokens = self._items, []
         while items and type(items[0]) is Token:
             tokens.append(items.popleft())

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from typing import AsyncIterator, Awaitable, Callable
 
-from services.roles import DecodeStream, Token, TokenRun
+from services.roles import DecodeStream, Token, token_count
 from services.router.failures import ApiError, api_error
 from services.router.pipelines import Job
 from services.router.stats import HandoffStats, PddStats
@@ -40,12 +40,13 @@ class MainStream:
         try:
             event = await self._first
             while True:
-                if type(event) is Token or type(event) is TokenRun:
+                count = token_count(event)
+                if count:
                     first = event if type(event) is Token else event[0]
                     if first.position < cut:
                         raise ApiError(502, f"main decode produced position {first.position} before the cut {cut}",
                                        kind="upstream_error")
-                    stats.md_tokens += 1 if event is first else len(event)
+                    stats.md_tokens += count
                     yield event
                 else:
                     _handoff_stats(event, stats, job)

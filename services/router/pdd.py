@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 from typing import AsyncIterator, Callable
 
-from services.roles import RouterPeers as Peers, TokenRun  # Peers: the Protocol; services/router/peers.py adapts it
+from services.roles import RouterPeers as Peers, token_count  # Peers: the Protocol; services/router/peers.py adapts it
 from services.router.degraded import relay_alone, relay_retry, retried_on_relay
 from services.router.failures import ApiError, from_a_peer
 from services.router.main_stream import MainStream
@@ -151,10 +151,11 @@ async def _relay_then_main(peers: Peers, job: Job, mode: Mode, md, md_hit: int, 
     try:
         try:
             async for event in relay_call:
-                if type(event) is Token or type(event) is TokenRun:
+                count = token_count(event)
+                if count:
                     if "first_token" not in job.timeline:
                         job.mark("first_token")
-                    stats.rld_tokens += 1 if type(event) is Token else len(event)
+                    stats.rld_tokens += count
                     yield event
                     continue
                 relay_stats = event

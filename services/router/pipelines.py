@@ -18,7 +18,8 @@ from typing import Any, AsyncIterator, NoReturn
 
 from services.scenario.plan import ServicePlan
 from services.engine.tokens import prompt_fingerprint
-from services.roles import DecodeStream, RouterPeers as Peers, Token, TokenRun  # Peers: the Protocol; peers.py adapts it
+# Peers: the Protocol; services/router/peers.py adapts it
+from services.roles import DecodeStream, RouterPeers as Peers, Token, token_count
 from services.router.failures import ApiError, api_error, from_a_peer
 from services.router.intake import PromptIds
 from services.router.placement import best_decode, best_prefill
@@ -71,10 +72,11 @@ def base_stats(mode: Mode, pipeline: Pipeline) -> PddStats:
 async def stream_decode(stream: DecodeStream, job: Job, stats: PddStats) -> AsyncIterator[Token]:
     """A decode stream's tokens, counted as main (or only) decode's; its final stats go into `stats`."""
     async for item in stream:
-        if type(item) is Token or type(item) is TokenRun:
+        count = token_count(item)
+        if count:
             if "first_token" not in job.timeline:
                 job.mark("first_token")
-            stats.md_tokens += 1 if type(item) is Token else len(item)
+            stats.md_tokens += count
             yield item
         else:
             s = item

@@ -23,7 +23,7 @@ from services.scenario.plan import MeshPlan, ServicePlan
 from services.http_limits import HttpLimits, start_http
 from services.observability import add_ops_routes, serve_until_signalled
 from services.profiles import load_model
-from services.roles import TokenRun
+from services.roles import token_count
 from services.router.api import MAX_BODY_BYTES, ApiError, CompletionRequest, client_request_id, parse_body
 from services.router.chat_api import ChatRequest
 from services.router.errors import json_errors
@@ -82,7 +82,7 @@ class Router(RequestOutcomes):
         self.metrics.waiting.inc()  # until its first token; then running (vLLM's scheduler states)
         try:
             async for item in pipeline_for(self.scenario.mode)(self.peers, job, self.scenario.mode):
-                if type(item) is Token or type(item) is TokenRun:
+                if token_count(item):
                     if expected == 0:
                         self.metrics.waiting.dec()
                         self.metrics.running.inc()

@@ -21,7 +21,7 @@ from loadgen.bench.records import RequestRecord
 from loadgen.plan import RequestPlan
 from loadgen.sse import SseLineDecoder, StreamError, StreamTally
 from loadgen.tokens import text_token_ids
-from services.roles import TokenRun
+from services.roles import token_count
 from services.router.api import ApiError, CompletionRequest
 from services.router.fanout import plan_jobs
 from services.router.pipelines import Token
@@ -57,7 +57,7 @@ async def _stream(router: Router, plan: RequestPlan, tally: StreamTally, record:
     try:
         async with asyncio.timeout(scenario.request_timeout_s):
             async for item in router.run(job):
-                if type(item) is Token or type(item) is TokenRun:
+                if token_count(item):
                     # A token's chunk carries only its text, and the tally reads a text's ids as
                     # feed_event would: a whole word is its own id (loadgen/tokens.py), a cut one is
                     # decoded. The chunks with more in them go through the SSE bytes below. Each

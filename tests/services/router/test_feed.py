@@ -44,15 +44,13 @@ async def test_the_feed_port_carries_each_step_to_the_requests_it_names():
         assert feed.tokens == 2
 
 
-def test_each_token_of_a_step_carries_the_time_the_step_arrived():
-    async def main():
-        feed = TokenFeed(grpc_feed(None), "decode")
-        feed.open = True
-        inboxes = feed.subscribe("a"), feed.subscribe("b")
-        feed.deliver(["a", "b", "gone"], [0, 3, 9], [7, 8, 9])
-        now = asyncio.get_running_loop().time()
-        return [await inbox.get() for inbox in inboxes], now
-    tokens, now = asyncio.run(main())
+async def test_each_token_of_a_step_carries_the_time_the_step_arrived():
+    feed = TokenFeed(grpc_feed(None), "decode")
+    feed.open = True
+    inboxes = feed.subscribe("a"), feed.subscribe("b")
+    feed.deliver(["a", "b", "gone"], [0, 3, 9], [7, 8, 9])
+    now = asyncio.get_running_loop().time()
+    tokens = [await inbox.get() for inbox in inboxes]
     assert [t[:2] for t in tokens] == [(0, 7), (3, 8)]
     assert tokens[0].t == tokens[1].t and tokens[0].t <= now
 
