@@ -1,7 +1,8 @@
-"""`pdd-emu experiment NAME [--quick] [--seeds N] [--backend B] [--out DIR] [--json]`: reproduce one measurement.
+"""`pdd-emu experiment NAME [--quick] [--seeds N] [--backend B] [--workers W] [--out DIR] [--json]`: reproduce one
+measurement.
 
-NAME is paper, bathtub, handoff, wan or economics (docs/results.md); --seeds and --backend (simulate, the default,
-or mesh) are economics's. The report, figures
+NAME is paper, bathtub, handoff, wan or economics (docs/results.md); --seeds, --backend (simulate, the default,
+or mesh) and --workers (simulated points run in W processes of a local Ray) are economics's. The report, figures
 and result.json go to OUT/NAME; the table "paper | emulated | ratio" is
 printed, or with --json one JSON object of the headline figures.
 """
@@ -26,6 +27,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--backend", choices=("simulate", "mesh"), default=None,
                    help="economics: run the load points in the simulator (default) or the real-time mesh (mini "
                         "presets only, with --quick)")
+    p.add_argument("--workers", type=int, default=1,
+                   help="economics: simulated load points run in this many processes at once, on a local Ray "
+                        "(default 1: one after another in this process)")
     p.add_argument("--out", type=Path, default=Path("out/experiments"), help="reports go to OUT/NAME")
     p.add_argument("--json", action="store_true", help="print only the headline figures, as one JSON object")
     p.set_defaults(func=cmd_experiment)
@@ -44,13 +48,18 @@ def cmd_experiment(args: argparse.Namespace) -> int:
         (lambda line: print(line, flush=True))
     if args.seeds < 1:
         fail(f"--seeds must be at least 1, got {args.seeds}")
-    for flag, value, default in (("--seeds", args.seeds, 1), ("--backend", args.backend, None)):
+    if args.workers < 1:
+        fail(f"--workers must be at least 1, got {args.workers}")
+    for flag, value, default in (("--seeds", args.seeds, 1), ("--backend", args.backend, None),
+                                 ("--workers", args.workers, 1)):
         if value != default and args.name not in SEEDED:
             fail(f"{flag} applies to {', '.join(SEEDED)} only, not to {args.name}")
     if args.backend == "mesh" and not args.quick:
         fail("--backend mesh runs the mini presets only: add --quick (the report's scale needs the simulator)")
+    if args.backend == "mesh" and args.workers > 1:
+        fail("--backend mesh runs one load point at a time (a mesh owns the machine): drop --workers")
     result = asyncio.run(run_experiment(args.name, args.quick, args.out / args.name, log, args.seeds,
-                                        args.backend or "simulate"))
+                                        args.backend or "simulate", args.workers))
     if args.json:
         print(json.dumps(result.headline))
     else:

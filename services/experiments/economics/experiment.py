@@ -11,7 +11,9 @@ is the cross-check between them (docs/results.md, "Economics").
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
+from typing import Awaitable
 
 from services.experiments import reported
 from services.experiments.comparison import Row
@@ -19,12 +21,13 @@ from services.experiments.economics import charts
 from services.experiments.economics.arms import ARMS, DEPLOYMENTS, MINI
 from services.experiments.economics.figures import identity_gap
 from services.experiments.economics.loadpoint import LoadPointRunner
+from services.experiments.economics.memo import PointMemo
 from services.experiments.economics.meshpoint import MeshPoints
 from services.experiments.economics.method import Outcome, Plan, run_method
 from services.experiments.economics.sensitivity import PARAMETERS, tornado
 from services.experiments.economics.simpoint import SimulatedPoints
 from services.experiments.runner import ExperimentResult
-from services.scenario import load_scenario
+from services.scenario import Scenario, load_scenario
 
 # The report's agentic shape (../shared/docs/pdd-system.md): 64K context, the seven-bin hit mix
 # (loadgen's default weights), and short outputs, "under 500 tokens": loadgen's default 32..480.
@@ -36,29 +39,50 @@ QUICK_WARMUP_S, QUICK_MEASURE_S = 30.0, 60.0  # emulated: a mini point's warm-up
 BACKENDS = ("simulate", "mesh")
 
 
-def _runner(backend: str, quick: bool, out: Path) -> LoadPointRunner:
+def _runner(backend: str, quick: bool, out: Path, workers: int = 1) -> LoadPointRunner:
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    if workers < 1:
+        raise ValueError(f"--workers must be at least 1, got {workers}")
     if backend == "mesh":
         if not quick:
             raise ValueError("the mesh backend runs the mini presets only (--quick); the report's scale needs the "
                              "simulator")
+        if workers > 1:
+            raise ValueError("the mesh backend runs one point at a time (a mesh owns the machine): drop --workers")
         return MeshPoints(out)
-    return SimulatedPoints(out, QUICK_WARMUP_S, QUICK_MEASURE_S) if quick else SimulatedPoints(out)
+    # Simulated points are deterministic: each is run once, however many searches ask for it (memo.py).
+    if quick:
+        return PointMemo(SimulatedPoints(out, QUICK_WARMUP_S, QUICK_MEASURE_S, workers))
+    return PointMemo(SimulatedPoints(out, workers=workers))
 
 
-async def economics_experiment(quick: bool, out: Path, log=print, seeds: int = 1, backend: str = "simulate"
-                               ) -> ExperimentResult:
+async def economics_experiment(quick: bool, out: Path, log=print, seeds: int = 1, backend: str = "simulate",
+                               workers: int = 1) -> ExperimentResult:
     if seeds < 1:
         raise ValueError(f"--seeds must be at least 1, got {seeds}")
     seed_list = tuple(range(seeds))
-    runner = _runner(backend, quick, out / "runs")
+    runner = _runner(backend, quick, out / "runs", workers)
     if quick:
         presets, plan = MINI, Plan(QUICK_WORKLOAD, seed_list, loads=QUICK_LOADS)
     else:
         presets, plan = DEPLOYMENTS, Plan(WORKLOAD, seed_list)
-    log(f"economics on the {runner.backend} backend: {', '.join(presets.values())}; seeds {list(seed_list)}")
-    outcome = await run_method(runner, {k: load_scenario(v) for k, v in presets.items()}, plan, log)
+    log(f"economics on the {runner.backend} backend: {', '.join(presets.values())}; seeds {list(seed_list)}"
+        + (f"; {workers} workers" if workers > 1 else ""))
+    base = run_method(runner, {k: load_scenario(v) for k, v in presets.items()}, plan, log)
+    try:
+        if quick:
+            outcome, arms, moved = await base, None, []
+        else:
+            arms_run = run_method(runner, {ARM_KEYS[a.key]: a.scenario() for a in ARMS}, plan, log)
+            cases = sensitivity_cases(plan)
+            # Every search at once on a parallel runner: the points queue for its workers (method.py).
+            outcome, arms, *moved = await _together(runner, [base, arms_run, *(
+                run_method(runner, scenarios, case_plan, log) for _, _, scenarios, case_plan in cases)])
+    finally:
+        close = getattr(runner, "close", None)
+        if close is not None:
+            close()
     data: dict = {"backend": runner.backend, "workload": plan.workload, "deployments": outcome.summary(),
                   "identity_gap": identity_gap(outcome.figures)}
     images = [charts.plot_goodput_curves({k: o.knees[0] for k, o in outcome.knees.items()}, out / "goodput.png")]
@@ -67,35 +91,48 @@ async def economics_experiment(quick: bool, out: Path, log=print, seeds: int = 1
     if ttfts:
         images.append(charts.plot_ttfts(ttfts, outcome.deployments["pd-intra"].scenario.sla.ttft_s,
                                         out / "ttft_cdf.png"))
-    if not quick:
-        data["arms"], data["tornado"] = await _arms_and_sensitivity(runner, plan, outcome, out, images, log)
+    if arms is not None:
+        data["arms"], data["tornado"] = _arms_and_tornado(arms, outcome, cases, moved, out, images)
+    if isinstance(runner, PointMemo):
+        data["points"] = {"run": runner.run, "reused": runner.reused}
+        log(f"{runner.run} points run, {runner.reused} answered from a point already run")
     notes = [f"- {key}: " + "; ".join(lines) for key, lines in outcome.checks.items()]
     notes += [f"- {key}: no load failed the SLA, so its max goodput is only a lower bound"
               for key, over in outcome.knees.items() if not all(k.converged for k in over.knees)]
     return ExperimentResult("economics", quick, outcome.figures, comparison_rows(outcome), data, notes, images)
 
 
-async def _arms_and_sensitivity(runner: LoadPointRunner, plan: Plan, base: Outcome, out: Path,
-                                images: list[Path], log) -> tuple[dict, list[dict]]:
-    keys = {"baseline": "pd-intra", "pdd-b-tp8": "pdd-b-tp8", "pdd-b-tp16-dp": "pdd", "pd-cross-b": "pd-cross"}
-    arms = await run_method(runner, {keys[a.key]: a.scenario() for a in ARMS}, plan, log)
-    bcr = {arm.key: arms.deployments[keys[arm.key]].bcr for arm in ARMS}
-    images.append(charts.plot_bcr_bars(bcr, out / "arms_bcr.png"))
-    results: dict[str, tuple[float, float | None]] = {}
+ARM_KEYS = {"baseline": "pd-intra", "pdd-b-tp8": "pdd-b-tp8", "pdd-b-tp16-dp": "pdd", "pd-cross-b": "pd-cross"}
+
+
+async def _together(runner: LoadPointRunner, jobs: list[Awaitable]) -> list:
+    """The jobs' results in order: all at once on a parallel runner, else one after another."""
+    if getattr(runner, "parallel", False):
+        return list(await asyncio.gather(*jobs))
+    return [await job for job in jobs]
+
+
+def sensitivity_cases(plan: Plan) -> list[tuple[str, int, dict[str, Scenario], Plan]]:
+    """(parameter, 0 for its low case or 1 for its high, the deployments, the plan) of every case."""
+    cases = []
     for parameter in PARAMETERS:
-        values = []
-        for case in (parameter.low, parameter.high):
+        for index, case in enumerate((parameter.low, parameter.high)):
             if case is None:
-                values.append(None)
                 continue
-            scenarios = {}
-            for key, preset in DEPLOYMENTS.items():
-                scenario = load_scenario(preset)
-                scenarios[key] = load_scenario(preset, case.scenario_overrides(scenario))
-            moved = await run_method(runner, scenarios, Plan(case.workload(plan.workload), plan.seeds), log)
-            values.append(moved.figures[TORNADO_FIGURE])
-        if values[0] is not None:
-            results[parameter.name] = (values[0], values[1])
+            scenarios = {key: load_scenario(preset, case.scenario_overrides(load_scenario(preset)))
+                         for key, preset in DEPLOYMENTS.items()}
+            cases.append((parameter.name, index, scenarios, Plan(case.workload(plan.workload), plan.seeds)))
+    return cases
+
+
+def _arms_and_tornado(arms: Outcome, base: Outcome, cases: list, moved: list[Outcome], out: Path,
+                      images: list[Path]) -> tuple[dict, list[dict]]:
+    bcr = {arm.key: arms.deployments[ARM_KEYS[arm.key]].bcr for arm in ARMS}
+    images.append(charts.plot_bcr_bars(bcr, out / "arms_bcr.png"))
+    values: dict[str, list[float | None]] = {}
+    for (name, index, _, _), outcome in zip(cases, moved):
+        values.setdefault(name, [None, None])[index] = outcome.figures[TORNADO_FIGURE]
+    results = {name: (low, high) for name, (low, high) in values.items() if low is not None}
     base_value = base.figures[TORNADO_FIGURE]
     bars = tornado(base_value, results) if base_value is not None else []
     if bars:

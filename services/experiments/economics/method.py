@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 
 from services.experiments.economics.figures import Deployment, headline
@@ -67,16 +68,23 @@ def _at(knee: Knee, load: float | None) -> PointResult | None:
 
 
 async def run_method(runner: LoadPointRunner, scenarios: dict[str, Scenario], plan: Plan, log=print) -> Outcome:
-    """`scenarios` holds "pd-intra", "pd-cross" and "pdd" (and any other arms) by key."""
-    knees: dict[str, OverSeeds] = {}
-    for key, scenario in scenarios.items():
-        runs = []
-        for seed in plan.seeds:
-            knee = await knee_of(runner, scenario, plan, seed)
-            log(f"  {key} seed {seed}: " + ", ".join(f"{p.load:g}: {p.attainment:.0%}" for p in knee.points)
-                + f" -> {knee.goodput_rps if knee.goodput_rps is None else round(knee.goodput_rps, 3)} req/s")
-            runs.append(knee)
-        knees[key] = OverSeeds(tuple(runs))
+    """`scenarios` holds "pd-intra", "pd-cross" and "pdd" (and any other arms) by key.
+
+    A `parallel` runner is asked for every deployment's and seed's search at once (each search is
+    itself one point after another); any other runs them in turn (a mesh point owns the machine).
+    """
+    async def search(key: str, seed: int) -> Knee:
+        knee = await knee_of(runner, scenarios[key], plan, seed)
+        log(f"  {key} seed {seed}: " + ", ".join(f"{p.load:g}: {p.attainment:.0%}" for p in knee.points)
+            + f" -> {knee.goodput_rps if knee.goodput_rps is None else round(knee.goodput_rps, 3)} req/s")
+        return knee
+
+    searches = [(key, seed) for key in scenarios for seed in plan.seeds]
+    if getattr(runner, "parallel", False):
+        found = await asyncio.gather(*(search(key, seed) for key, seed in searches))
+    else:
+        found = [await search(key, seed) for key, seed in searches]
+    knees = {key: OverSeeds(tuple(k for (k_key, _), k in zip(searches, found) if k_key == key)) for key in scenarios}
     base_knee = knees["pd-intra"].knees[0].at_knee()
     reference = base_knee.load if base_knee else None
     deployments = {key: Deployment(key, scenarios[key], over.mean, _at(over.knees[0], reference),

@@ -8,14 +8,17 @@ requests sent in it, and the validity inputs are the changes of the engines'
 counters over the same window, read from the simulated services' /stats
 snapshots with the mesh backend's own function (docs/results.md, "Economics:
 method"). Each run is its own virtual loop in a worker thread, so the search's
-event loop is never virtual.
+event loop is never virtual. With `workers` above 1 the points run in that many
+processes of a local Ray instead (services/simulate/sweep.py starts Ray the same
+way), and `parallel` tells the method it may ask for several points at once.
 """
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from loadgen.summary import SlaConfig
 from services.experiments.economics.loadpoint import PointResult
@@ -25,6 +28,25 @@ from services.experiments.steady import write_window
 from services.scenario import Scenario
 from services.scenario.cost import cost_per_hour
 from services.simulate.run import run_simulation
+from services.simulate.sweep import import_ray
+
+
+def simulate_window_point(scenario: Scenario, workload: str, users: int, seed: int, warmup_s: float,
+                          measure_s: float, out_dir: Path) -> PointResult:
+    """One point: the run, its window's bench outputs under `out_dir`, and the point they make."""
+    # The agents join over the warm-up's first half, as the mesh's staircase ramps them: all at
+    # once, a report-scale population sends its first turns (fresh, a quarter of the context
+    # each) in one burst that prefill takes minutes to clear, and the window would measure that.
+    run = run_simulation(scenario, workload, concurrency=users, duration_s=warmup_s + measure_s, seed=seed,
+                         ramp_s=warmup_s / 2)
+    window = Window(users, warmup_s, warmup_s + measure_s)
+    records = [r if isinstance(r, dict) else r.row() for r in run.records]
+    step = write_window(records, window, out_dir / f"{scenario.name}-seed{seed}" / f"users-{users}",
+                        SlaConfig(ttft_s=scenario.sla.ttft_s, tpot_s=scenario.sla.tpot_s), scenario.name,
+                        workload, cost_per_hour(scenario))
+    snapshots = [snap for snap in run.snapshots if window.start_s <= snap[0] <= window.end_s]
+    kept = [r for r in records if window.start_s <= r["send_s"] < window.end_s]
+    return point_of(scenario, step, seed, snapshots, kept)
 
 
 @dataclass
@@ -34,21 +56,29 @@ class SimulatedPoints:
     out_dir: Path
     warmup_s: float = 120.0  # several agent turns (think 10 s + a 64K turn), so sessions reach their later turns
     measure_s: float = 300.0  # 5 emulated minutes: at 10 req/s, 3000 requests for the P99
+    workers: int = 1  # processes running points at once; 1: each point in a thread of this process, in turn
     backend: str = "simulate"
+    _ray: Any = field(default=None, repr=False)
+    _task: Any = field(default=None, repr=False)
+
+    @property
+    def parallel(self) -> bool:
+        return self.workers > 1
 
     async def run_point(self, scenario: Scenario, workload: str, load: float, seed: int) -> PointResult:
-        users = max(1, int(load))
-        # The agents join over the warm-up's first half, as the mesh's staircase ramps them: all at
-        # once, a report-scale population sends its first turns (fresh, a quarter of the context
-        # each) in one burst that prefill takes minutes to clear, and the window would measure that.
-        run = await asyncio.to_thread(run_simulation, scenario, workload, concurrency=users,
-                                      duration_s=self.warmup_s + self.measure_s, seed=seed,
-                                      ramp_s=self.warmup_s / 2)
-        window = Window(users, self.warmup_s, self.warmup_s + self.measure_s)
-        records = [r if isinstance(r, dict) else r.row() for r in run.records]
-        step = write_window(records, window, self.out_dir / f"{scenario.name}-seed{seed}" / f"users-{users}",
-                            SlaConfig(ttft_s=scenario.sla.ttft_s, tpot_s=scenario.sla.tpot_s), scenario.name,
-                            workload, cost_per_hour(scenario))
-        snapshots = [snap for snap in run.snapshots if window.start_s <= snap[0] <= window.end_s]
-        kept = [r for r in records if window.start_s <= r["send_s"] < window.end_s]
-        return point_of(scenario, step, seed, snapshots, kept)
+        args = (scenario, workload, max(1, int(load)), seed, self.warmup_s, self.measure_s, self.out_dir)
+        if not self.parallel:
+            return await asyncio.to_thread(simulate_window_point, *args)
+        if self._task is None:
+            ray = import_ray()
+            if not ray.is_initialized():
+                ray.init(num_cpus=self.workers, include_dashboard=False, logging_level="WARNING", log_to_driver=False)
+                self._ray = ray  # started here: close() stops it
+            self._task = ray.remote(simulate_window_point)
+        return await self._task.remote(*args)
+
+    def close(self) -> None:
+        """Stop the local Ray this backend started, if it did."""
+        if self._ray is not None:
+            self._ray.shutdown()
+        self._ray = self._task = None

@@ -36,6 +36,15 @@ def test_seeds_must_be_positive(tmp_path):
     assert proc.returncode == 2 and "--seeds applies to economics only" in proc.stderr
 
 
+def test_workers_must_be_positive_and_simulated(tmp_path):
+    proc = _experiment(tmp_path, "economics", "--quick", "--workers", "0")
+    assert proc.returncode == 2 and "--workers must be at least 1" in proc.stderr
+    proc = _experiment(tmp_path, "economics", "--quick", "--backend", "mesh", "--workers", "2")
+    assert proc.returncode == 2 and "drop --workers" in proc.stderr
+    proc = _experiment(tmp_path, "wan", "--quick", "--workers", "2")
+    assert proc.returncode == 2 and "--workers applies to economics only" in proc.stderr
+
+
 @pytest.mark.slow
 @pytest.mark.integration
 @pytest.mark.parametrize("backend", ["simulate", "mesh"])

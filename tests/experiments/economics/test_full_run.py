@@ -31,7 +31,7 @@ class ScenarioDrivenBackend:
 
 
 def test_full_run_runs_every_arm_and_parameter_and_draws_the_tornado(tmp_path, monkeypatch):
-    monkeypatch.setattr(experiment, "_runner", lambda backend, quick, out: ScenarioDrivenBackend())
+    monkeypatch.setattr(experiment, "_runner", lambda *_: ScenarioDrivenBackend())
     result = asyncio.run(experiment.economics_experiment(False, tmp_path, log=lambda line: None))
     assert set(result.data["arms"]) == {"baseline", "pdd-b-tp8", "pdd-b-tp16-dp", "pd-cross-b"}
     bars = result.data["tornado"]

@@ -30,3 +30,15 @@ async def test_the_same_point_twice_is_the_same_point(tmp_path):
     runs = [await SimulatedPoints(tmp_path / str(i), warmup_s=5.0, measure_s=10.0).run_point(scenario, WORKLOAD, 3, 0)
             for i in range(2)]
     assert runs[0] == runs[1]
+
+
+async def test_a_point_run_by_a_worker_process_is_the_point_run_here(tmp_path):
+    scenario = load_scenario("pd-intra-mini")
+    here = await SimulatedPoints(tmp_path / "here", warmup_s=5.0, measure_s=10.0).run_point(scenario, WORKLOAD, 3, 0)
+    workers = SimulatedPoints(tmp_path / "ray", warmup_s=5.0, measure_s=10.0, workers=2)
+    try:
+        assert workers.parallel
+        assert await workers.run_point(scenario, WORKLOAD, 3, 0) == here
+    finally:
+        workers.close()
+    assert (tmp_path / "ray" / "pd-intra-mini-seed0" / "users-3" / "summary.json").is_file()

@@ -1,0 +1,94 @@
+"""Each simulated point runs once: asked again, or at other prices, it is the point already run."""
+
+from __future__ import annotations
+
+import asyncio
+
+from services.experiments.economics import experiment
+from services.experiments.economics.memo import PointMemo, point_key
+from services.scenario import load_scenario
+from services.scenario.cost import cost_per_hour
+from tests.experiments.economics.test_full_run import ScenarioDrivenBackend
+
+WORKLOAD = "agentic:context=64K"
+
+
+class CountingBackend(ScenarioDrivenBackend):
+    """The synthetic backend, keeping every scenario and point it was asked to run."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple] = []
+
+    async def run_point(self, scenario, workload, load, seed):
+        self.asked.append((scenario, workload, load, seed))
+        return await super().run_point(scenario, workload, load, seed)
+
+
+def test_a_point_asked_again_or_at_other_prices_is_not_run_again():
+    inner = CountingBackend()
+    memo = PointMemo(inner)
+    base = load_scenario("paper-full-pdd")
+    b_pool = next(p.name for p in base.pools if p.gpu != base.pools[0].gpu)
+    repriced = load_scenario("paper-full-pdd", ("wan_price_per_hour=9.0", f"pools.{b_pool}.price_per_hour=3.5"))
+    assert cost_per_hour(repriced) != cost_per_hour(base)
+
+    async def ask():
+        first = await memo.run_point(base, WORKLOAD, 40, 0)
+        assert await memo.run_point(base, WORKLOAD, 40, 0) is first
+        assert await memo.run_point(repriced, WORKLOAD, 40, 0) is first
+        await memo.run_point(load_scenario("paper-full-pdd", ("pdd.transfer_threshold_s=0.25",)), WORKLOAD, 40, 0)
+        await memo.run_point(base, WORKLOAD, 41, 0)
+        await memo.run_point(base, WORKLOAD, 40, 1)
+        await memo.run_point(base, "agentic:context=64K,output=16..240", 40, 0)
+
+    asyncio.run(ask())
+    assert (memo.run, memo.reused) == (5, 2) == (len(inner.asked), 2)
+
+
+def test_the_full_run_runs_each_point_once_and_none_for_a_price(tmp_path, monkeypatch):
+    inner = CountingBackend()
+    monkeypatch.setattr(experiment, "_runner", lambda *_: PointMemo(inner))
+    result = asyncio.run(experiment.economics_experiment(False, tmp_path, log=lambda line: None))
+    keys = [point_key(*asked) for asked in inner.asked]
+    assert len(keys) == len(set(keys))
+    assert result.data["points"] == {"run": len(keys), "reused": result.data["points"]["reused"]}
+    # No scenario simulated has a price of its own: the price cases only re-read the points already run.
+    assert all(p.price_per_hour is None for s, *_ in inner.asked for p in s.pools)
+    assert all(s.wan_price_per_hour == load_scenario(s.name).wan_price_per_hour for s, *_ in inner.asked)
+    # The searches run: 3 deployments, the TP8 arm (the other arms are the deployments unchanged), KV bytes
+    # on all 3; host tier, hit mix and output length, two cases on all 3; relay size and threshold on PDD.
+    searched = {point_key(s, w, 0, 0) for s, w, _, _ in inner.asked}
+    assert len(searched) == 3 + 1 + 3 + 3 * 2 * 3 + 1 + 2
+    assert result.data["points"]["reused"] > 0
+    premium = {b["parameter"]: b for b in result.data["tornado"]}["GPU-B price premium"]
+    assert premium["low"] > result.headline["bcr_gain"] > premium["high"]  # the reused points, at the new prices
+
+
+class ParallelBackend(CountingBackend):
+    parallel = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.running = self.most_at_once = 0
+
+    async def run_point(self, scenario, workload, load, seed):
+        self.running += 1
+        self.most_at_once = max(self.most_at_once, self.running)
+        try:
+            await asyncio.sleep(0)  # another search's point may start meanwhile
+            return await super().run_point(scenario, workload, load, seed)
+        finally:
+            self.running -= 1
+
+
+def test_a_parallel_runner_runs_the_searches_at_once_to_the_same_figures(tmp_path, monkeypatch):
+    sequential, parallel = CountingBackend(), ParallelBackend()
+    results = []
+    for backend in (sequential, parallel):
+        monkeypatch.setattr(experiment, "_runner", lambda *_, backend=backend: PointMemo(backend))
+        results.append(asyncio.run(experiment.economics_experiment(False, tmp_path, log=lambda line: None)))
+    one, many = results
+    assert many.headline == one.headline
+    assert many.data["arms"] == one.data["arms"] and many.data["tornado"] == one.data["tornado"]
+    assert many.data["points"] == one.data["points"]
+    assert parallel.most_at_once > 1
