@@ -83,10 +83,12 @@ class Driven:
     plans: dict[str, RequestPlan] = field(default_factory=dict)  # each sent request's plan, by id
 
 
-async def drive(config: BenchConfig, send: Sender, ramp_s: float = 0.0) -> Driven:
+async def drive(config: BenchConfig, send: Sender, ramp_s: float = 0.0,
+                stop_after: tuple[float, int] | None = None) -> Driven:
     """The bench's workload, arrivals and pacing from `config.seed` (loadgen/bench/runner.py's draws, in
     its order), each request sent through `send`; on the running loop's clock. `ramp_s`: a closed loop's
-    users join over that time (loadgen/bench/drive.py)."""
+    users join over that time (loadgen/bench/drive.py). `stop_after` (start_s, n): sending stops with
+    the request after the n-th sent from start_s on, so [start_s, that request's send) holds n."""
     seeds = random.Random(config.seed)
     spec = config.workload_config
     plans = build_workload(spec, random.Random(seeds.getrandbits(64)))
@@ -94,8 +96,14 @@ async def drive(config: BenchConfig, send: Sender, ramp_s: float = 0.0) -> Drive
     outputs: dict[str, list[int]] = {}
     sent: dict[str, RequestPlan] = {}
 
+    counted = [0]
+
     async def send_and_keep(plan: RequestPlan, send_s: float) -> tuple[RequestRecord, list[int]]:
         sent[plan.request_id] = plan
+        if stop_after is not None and send_s >= stop_after[0]:
+            counted[0] += 1
+            if counted[0] > stop_after[1]:
+                stop_sending.set()
         record, ids = await send(plan, send_s)
         outputs[plan.request_id] = ids
         return record, ids
@@ -126,13 +134,14 @@ async def simulate_run(scenario: Scenario, workload: str, *, rate: float | None 
                        stats_every_s: float = 1.0, progress: bool = False,
                        request_timeout_s: float = 300.0, mesh_type: type[SimulatedMesh] = SimulatedMesh,
                        during: During | None = None, after: During | None = None,
-                       sla: dict | None = None, ramp_s: float = 0.0) -> SimulatedRun:
+                       sla: dict | None = None, ramp_s: float = 0.0,
+                       stop_after: tuple[float, int] | None = None) -> SimulatedRun:
     """Run on the current loop (a VirtualEventLoop for virtual time: see `run_simulation`).
 
     `during(mesh)` runs beside the traffic from its start (a fault schedule, services/simulate/faults.py);
     `after(mesh)` once every request has its outcome and `during` has ended (a wait for the mesh at
     rest); the last snapshot is taken after both. `sla` ({"ttft_s", "tpot_s"}) is the SLA the
-    summary's goodput counts against (default: the bench's).
+    summary's goodput counts against (default: the bench's). `stop_after`: as `drive`'s.
     """
     config = BenchConfig(url="http://simulated", workload=workload, out_dir=".", rate=rate, concurrency=concurrency,
                          duration_s=duration_s, seed=seed, request_timeout_s=request_timeout_s, progress=progress,
@@ -160,7 +169,7 @@ async def simulate_run(scenario: Scenario, workload: str, *, rate: float | None 
             return await complete(mesh.router, plan, timeout_s=config.request_timeout_s, send_s=send_s, vocab=vocab)
 
         try:
-            driven = await drive(config, send, ramp_s)
+            driven = await drive(config, send, ramp_s, stop_after)
             if beside is not None:
                 await beside
             if after is not None:

@@ -53,7 +53,8 @@ def _runner(backend: str, quick: bool, out: Path, workers: int = 1) -> LoadPoint
         return MeshPoints(out)
     # Simulated points are deterministic: each is run once, however many searches ask for it (memo.py).
     if quick:
-        return PointMemo(SimulatedPoints(out, QUICK_WARMUP_S, QUICK_MEASURE_S, workers))
+        # Fixed windows, as the mesh backend's: the quick run on both backends is their cross-check.
+        return PointMemo(SimulatedPoints(out, QUICK_WARMUP_S, QUICK_MEASURE_S, window_requests=None, workers=workers))
     return PointMemo(SimulatedPoints(out, workers=workers))
 
 

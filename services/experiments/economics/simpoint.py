@@ -32,15 +32,23 @@ from services.simulate.sweep import import_ray
 
 
 def simulate_window_point(scenario: Scenario, workload: str, users: int, seed: int, warmup_s: float,
-                          measure_s: float, out_dir: Path) -> PointResult:
-    """One point: the run, its window's bench outputs under `out_dir`, and the point they make."""
+                          measure_s: float, out_dir: Path, window_requests: int | None = None) -> PointResult:
+    """One point: the run, its window's bench outputs under `out_dir`, and the point they make.
+
+    The window is `measure_s` long, or ends as the request after its `window_requests`-th is sent,
+    whichever comes first: at high load a window of that many requests is shorter, and the run
+    stops sending there.
+    """
     # The agents join over the warm-up's first half, as the mesh's staircase ramps them: all at
     # once, a report-scale population sends its first turns (fresh, a quarter of the context
     # each) in one burst that prefill takes minutes to clear, and the window would measure that.
     run = run_simulation(scenario, workload, concurrency=users, duration_s=warmup_s + measure_s, seed=seed,
-                         ramp_s=warmup_s / 2)
-    window = Window(users, warmup_s, warmup_s + measure_s)
+                         ramp_s=warmup_s / 2,
+                         stop_after=None if window_requests is None else (warmup_s, window_requests))
     records = [r if isinstance(r, dict) else r.row() for r in run.records]
+    sends = sorted(r["send_s"] for r in records if r["send_s"] >= warmup_s)
+    full = window_requests is not None and len(sends) > window_requests
+    window = Window(users, warmup_s, sends[window_requests] if full else warmup_s + measure_s)
     step = write_window(records, window, out_dir / f"{scenario.name}-seed{seed}" / f"users-{users}",
                         SlaConfig(ttft_s=scenario.sla.ttft_s, tpot_s=scenario.sla.tpot_s), scenario.name,
                         workload, cost_per_hour(scenario))
@@ -55,7 +63,8 @@ class SimulatedPoints:
 
     out_dir: Path
     warmup_s: float = 120.0  # several agent turns (think 10 s + a 64K turn), so sessions reach their later turns
-    measure_s: float = 300.0  # 5 emulated minutes: at 10 req/s, 3000 requests for the P99
+    measure_s: float = 300.0  # 5 emulated minutes at most: at 10 req/s, 3000 requests for the P99
+    window_requests: int | None = 3000  # the window ends with its 3000th request if that comes first
     workers: int = 1  # processes running points at once; 1: each point in a thread of this process, in turn
     backend: str = "simulate"
     _ray: Any = field(default=None, repr=False)
@@ -66,7 +75,8 @@ class SimulatedPoints:
         return self.workers > 1
 
     async def run_point(self, scenario: Scenario, workload: str, load: float, seed: int) -> PointResult:
-        args = (scenario, workload, max(1, int(load)), seed, self.warmup_s, self.measure_s, self.out_dir)
+        args = (scenario, workload, max(1, int(load)), seed, self.warmup_s, self.measure_s, self.out_dir,
+                self.window_requests)
         if not self.parallel:
             return await asyncio.to_thread(simulate_window_point, *args)
         if self._task is None:

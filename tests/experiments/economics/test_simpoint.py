@@ -42,3 +42,14 @@ async def test_a_point_run_by_a_worker_process_is_the_point_run_here(tmp_path):
     finally:
         workers.close()
     assert (tmp_path / "ray" / "pd-intra-mini-seed0" / "users-3" / "summary.json").is_file()
+
+
+async def test_a_window_ends_with_its_last_request_when_that_comes_first(tmp_path):
+    scenario = load_scenario("pd-intra-mini")
+    points = SimulatedPoints(tmp_path, warmup_s=5.0, measure_s=60.0, window_requests=12)
+    point = await points.run_point(scenario, WORKLOAD, 4, seed=0)
+    records = [json.loads(line) for line in
+               (tmp_path / "pd-intra-mini-seed0" / "users-4" / "requests.jsonl").read_text().splitlines()]
+    assert point.sent == len(records) == 12
+    window_s = point.sent / point.request_rate_rps
+    assert max(r["send_s"] for r in records) < window_s < 60.0  # re-based send times, inside the short window
