@@ -29,7 +29,7 @@ class Step:
 
 @dataclass(frozen=True)
 class Window:
-    users: int
+    users: int | None  # agents; None: an open-loop load (a trace replayed at its own pace)
     start_s: float
     end_s: float
 

@@ -26,6 +26,8 @@ class Plan:
     seeds: tuple[int, ...] = (0,)
     loads: tuple[float, ...] | None = None  # a grid; None: bisect from first_load
     first_load: float = 32.0
+    integral: bool = True  # loads are agents; False: a trace's replay speed
+    smallest: float = 1.0  # the bisection halves no lower than this
 
 
 @dataclass
@@ -56,7 +58,7 @@ async def knee_of(runner: LoadPointRunner, scenario: Scenario, plan: Plan, seed:
             return grid_of(await many(scenario, plan.workload, plan.loads, seed))
         return await grid(lambda load: runner.run_point(scenario, plan.workload, load, seed), plan.loads)
     return await bisect_knee(lambda load: runner.run_point(scenario, plan.workload, load, seed), plan.first_load,
-                             integral=True)
+                             integral=plan.integral, smallest=plan.smallest)
 
 
 def _at(knee: Knee, load: float | None) -> PointResult | None:

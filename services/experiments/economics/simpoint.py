@@ -1,7 +1,9 @@
 """The simulator as a load-point backend: one simulated run per (deployment, load, seed), in virtual time.
 
 A load is a population of agents, as on the mesh (meshpoint.py): closed-loop
-sessions that think between turns, here the simulator's `concurrency`. The run
+sessions that think between turns, here the simulator's `concurrency`; for a
+trace (`mooncake:FILE`) it is the replay speed, the trace's own timestamps
+pacing the requests. The run
 warms for `warmup_s` emulated seconds (the cold start's first turns, which no
 line or cache is sized for), then measures `measure_s`; the window keeps the
 requests sent in it, and the validity inputs are the changes of the engines'
@@ -16,11 +18,14 @@ way), and `parallel` tells the method it may ask for several points at once.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from loadgen.spec import parse_spec, spec_string
 from loadgen.summary import SlaConfig
+from loadgen.workloads import MooncakeConfig
 from services.experiments.economics.loadpoint import PointResult
 from services.experiments.economics.window import point_of
 from services.experiments.population import Window
@@ -31,7 +36,20 @@ from services.simulate.run import run_simulation
 from services.simulate.sweep import import_ray
 
 
-def simulate_window_point(scenario: Scenario, workload: str, users: int, seed: int, warmup_s: float,
+def paced(workload: str, load: float) -> tuple[str, dict[str, Any], str]:
+    """The run's workload spec, its pacing options and the point's folder name, for a load.
+
+    A load is a population of agents (closed loop) for a generated workload, and a replay speed
+    for a trace (`mooncake:FILE`), whose own timestamps pace it (open loop).
+    """
+    config = parse_spec(workload)
+    if isinstance(config, MooncakeConfig):
+        return spec_string(config.model_copy(update={"speed": load})), {}, f"speed-{load:g}"
+    users = max(1, int(load))
+    return workload, {"concurrency": users}, f"users-{users}"
+
+
+def simulate_window_point(scenario: Scenario, workload: str, load: float, seed: int, warmup_s: float,
                           measure_s: float, out_dir: Path, window_requests: int | None = None) -> PointResult:
     """One point: the run, its window's bench outputs under `out_dir`, and the point they make.
 
@@ -39,27 +57,27 @@ def simulate_window_point(scenario: Scenario, workload: str, users: int, seed: i
     whichever comes first: at high load a window of that many requests is shorter, and the run
     stops sending there.
     """
+    spec, pacing, folder = paced(workload, load)
     # The agents join over the warm-up's first half, as the mesh's staircase ramps them: all at
     # once, a report-scale population sends its first turns (fresh, a quarter of the context
     # each) in one burst that prefill takes minutes to clear, and the window would measure that.
-    run = run_simulation(scenario, workload, concurrency=users, duration_s=warmup_s + measure_s, seed=seed,
-                         ramp_s=warmup_s / 2,
-                         stop_after=None if window_requests is None else (warmup_s, window_requests))
+    run = run_simulation(scenario, spec, duration_s=warmup_s + measure_s, seed=seed, ramp_s=warmup_s / 2,
+                         stop_after=None if window_requests is None else (warmup_s, window_requests), **pacing)
     records = [r if isinstance(r, dict) else r.row() for r in run.records]
     sends = sorted(r["send_s"] for r in records if r["send_s"] >= warmup_s)
     full = window_requests is not None and len(sends) > window_requests
-    window = Window(users, warmup_s, sends[window_requests] if full else warmup_s + measure_s)
-    step = write_window(records, window, out_dir / f"{scenario.name}-seed{seed}" / f"users-{users}",
+    window = Window(pacing.get("concurrency"), warmup_s, sends[window_requests] if full else warmup_s + measure_s)
+    step = write_window(records, window, out_dir / f"{scenario.name}-seed{seed}" / folder,
                         SlaConfig(ttft_s=scenario.sla.ttft_s, tpot_s=scenario.sla.tpot_s), scenario.name,
-                        workload, cost_per_hour(scenario))
+                        spec, cost_per_hour(scenario))
     snapshots = [snap for snap in run.snapshots if window.start_s <= snap[0] <= window.end_s]
     kept = [r for r in records if window.start_s <= r["send_s"] < window.end_s]
-    return point_of(scenario, step, seed, snapshots, kept)
+    return dataclasses.replace(point_of(scenario, step, seed, snapshots, kept), load=pacing.get("concurrency", load))
 
 
 @dataclass
 class SimulatedPoints:
-    """Population loads on the simulator; every duration is emulated seconds."""
+    """Population (or trace replay speed) loads on the simulator; every duration is emulated seconds."""
 
     out_dir: Path
     warmup_s: float = 120.0  # several agent turns (think 10 s + a 64K turn), so sessions reach their later turns
@@ -75,8 +93,7 @@ class SimulatedPoints:
         return self.workers > 1
 
     async def run_point(self, scenario: Scenario, workload: str, load: float, seed: int) -> PointResult:
-        args = (scenario, workload, max(1, int(load)), seed, self.warmup_s, self.measure_s, self.out_dir,
-                self.window_requests)
+        args = (scenario, workload, load, seed, self.warmup_s, self.measure_s, self.out_dir, self.window_requests)
         if not self.parallel:
             return await asyncio.to_thread(simulate_window_point, *args)
         if self._task is None:

@@ -13,6 +13,7 @@ from services.scenario import load_scenario
 from services.scenario.cost import cost_per_hour
 from tests.experiments.cli import quick_headline
 
+SAMPLE = "loadgen/samples/mooncake-sample.jsonl"
 KEYS = {"ttft_p99_reduction", "goodput_gain", "bcr_gain", "cost_reduction", "rld_token_share", "singular_share"}
 
 
@@ -63,3 +64,25 @@ def test_quick_run_prints_consistent_headline_figures(tmp_path, backend):
         assert deployment["method"] == "grid" and len(deployment["points"]) >= 1
         assert any(line.startswith("prefill busy: ") for line in deployment["checks"])
     assert (tmp_path / "economics" / "goodput.png").stat().st_size > 0
+
+
+def test_the_workload_must_be_a_trace_that_exists_and_simulated(tmp_path):
+    proc = _experiment(tmp_path, "economics", "--quick", "--workload", "poisson")
+    assert proc.returncode == 2 and "Mooncake trace" in proc.stderr
+    proc = _experiment(tmp_path, "economics", "--quick", "--workload", "mooncake:no-such-trace.jsonl")
+    assert proc.returncode == 2 and "does not exist" in proc.stderr
+    proc = _experiment(tmp_path, "economics", "--quick", "--backend", "mesh", "--workload", f"mooncake:{SAMPLE}")
+    assert proc.returncode == 2 and "replays a trace in the simulator" in proc.stderr
+    proc = _experiment(tmp_path, "wan", "--quick", "--workload", f"mooncake:{SAMPLE}")
+    assert proc.returncode == 2 and "--workload applies to economics only" in proc.stderr
+
+
+@pytest.mark.slow
+def test_a_trace_runs_at_replay_speeds(tmp_path):
+    headline = quick_headline("economics", tmp_path, "--workload", f"mooncake:{SAMPLE}")
+    assert set(headline) == KEYS
+    result = json.loads((tmp_path / "economics" / "result.json").read_text())
+    assert result["workload"] == f"mooncake:{SAMPLE}"
+    for key in ("pd-intra", "pd-cross", "pdd"):
+        assert [p["load"] for p in result["deployments"][key]["points"]] == [0.25, 0.5]
+    assert (tmp_path / "economics" / "runs" / "pdd-mini-seed0" / "speed-0.5" / "summary.json").is_file()

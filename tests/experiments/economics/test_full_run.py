@@ -45,3 +45,21 @@ def test_full_run_runs_every_arm_and_parameter_and_draws_the_tornado(tmp_path, m
     assert premium["low"] > base > premium["high"]  # cheaper B, better PDD BCR
     assert by_name["host-tier size"]["low"] == base  # this backend ignores the host tier
     assert {p.name for p in result.images} >= {"goodput.png", "arms_bcr.png", "tornado.png"}
+
+
+def test_a_trace_searches_replay_speeds_and_keeps_its_own_shape(tmp_path, monkeypatch):
+    asked = []
+
+    class Recording(ScenarioDrivenBackend):
+        async def run_point(self, scenario, workload, load, seed):
+            asked.append((workload, load))
+            return await super().run_point(scenario, workload, load, seed)
+
+    monkeypatch.setattr(experiment, "_runner", lambda *_: Recording())
+    trace = "mooncake:loadgen/samples/mooncake-sample.jsonl"
+    result = asyncio.run(experiment.economics_experiment(False, tmp_path, log=lambda line: None, workload=trace))
+    assert {workload for workload, _ in asked} == {trace}  # no case edits the trace's own shape
+    assert any(load != round(load) for _, load in asked)  # speeds are halved past whole numbers
+    shaped = {p.name for p in PARAMETERS if p.low.workload_option is not None}
+    assert shaped == {"hit mix (0-90% bin)", "output length"}
+    assert {b["parameter"] for b in result.data["tornado"]} == {p.name for p in PARAMETERS} - shaped
