@@ -1,9 +1,10 @@
-"""`pdd-emu experiment NAME [--quick] [--seeds N] [--backend B] [--workers W] [--workload SPEC] [--out DIR] [--json]`:
-reproduce one measurement.
+"""`pdd-emu experiment NAME [--quick] [--seeds N] [--backend B] [--workers W] [--workload SPEC] [--resume]
+[--out DIR] [--json]`: reproduce one measurement.
 
 NAME is paper, bathtub, handoff, wan or economics (docs/results.md); --seeds, --backend (simulate, the default,
-or mesh), --workers (simulated points run in W processes of a local Ray) and --workload (a Mooncake trace in
-place of the report's agentic workload) are economics's. The report, figures
+or mesh), --workers (simulated points run in W processes of a local Ray), --workload (a Mooncake trace in
+place of the report's agentic workload) and --resume (start from the simulated points an earlier run left
+under OUT) are economics's. The report, figures
 and result.json go to OUT/NAME; the table "paper | emulated | ratio" is
 printed, or with --json one JSON object of the headline figures.
 """
@@ -34,6 +35,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--workload", default=None, metavar="SPEC",
                    help="economics: a Mooncake trace, mooncake:FILE[:key=value,...], replayed at searched speeds "
                         "(default: the report's agentic workload)")
+    p.add_argument("--resume", action="store_true",
+                   help="economics: reuse the simulated points an earlier run of the same code and settings "
+                        "stored under OUT/economics/runs/points")
     p.add_argument("--out", type=Path, default=Path("out/experiments"), help="reports go to OUT/NAME")
     p.add_argument("--json", action="store_true", help="print only the headline figures, as one JSON object")
     p.set_defaults(func=cmd_experiment)
@@ -55,13 +59,16 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     if args.workers < 1:
         fail(f"--workers must be at least 1, got {args.workers}")
     for flag, value, default in (("--seeds", args.seeds, 1), ("--backend", args.backend, None),
-                                 ("--workers", args.workers, 1), ("--workload", args.workload, None)):
+                                 ("--workers", args.workers, 1), ("--workload", args.workload, None),
+                                 ("--resume", args.resume, False)):
         if value != default and args.name not in SEEDED:
             fail(f"{flag} applies to {', '.join(SEEDED)} only, not to {args.name}")
     if args.backend == "mesh" and not args.quick:
         fail("--backend mesh runs the mini presets only: add --quick (the report's scale needs the simulator)")
     if args.backend == "mesh" and args.workers > 1:
         fail("--backend mesh runs one load point at a time (a mesh owns the machine): drop --workers")
+    if args.backend == "mesh" and args.resume:
+        fail("--resume reuses simulated points; a mesh's points are measured afresh each time")
     if args.workload is not None:
         from services.experiments.economics.experiment import workload_plan
 
@@ -72,7 +79,7 @@ def cmd_experiment(args: argparse.Namespace) -> int:
         except ValueError as exc:
             fail(str(exc))
     result = asyncio.run(run_experiment(args.name, args.quick, args.out / args.name, log, args.seeds,
-                                        args.backend or "simulate", args.workers, args.workload))
+                                        args.backend or "simulate", args.workers, args.workload, args.resume))
     if args.json:
         print(json.dumps(result.headline))
     else:

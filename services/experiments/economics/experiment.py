@@ -45,7 +45,7 @@ QUICK_WARMUP_S, QUICK_MEASURE_S = 30.0, 60.0  # emulated: a mini point's warm-up
 BACKENDS = ("simulate", "mesh")
 
 
-def _runner(backend: str, quick: bool, out: Path, workers: int = 1) -> LoadPointRunner:
+def _runner(backend: str, quick: bool, out: Path, workers: int = 1, resume: bool = False) -> LoadPointRunner:
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     if workers < 1:
@@ -60,8 +60,10 @@ def _runner(backend: str, quick: bool, out: Path, workers: int = 1) -> LoadPoint
     # Simulated points are deterministic: each is run once, however many searches ask for it (memo.py).
     if quick:
         # Fixed windows, as the mesh backend's: the quick run on both backends is their cross-check.
-        return PointMemo(SimulatedPoints(out, QUICK_WARMUP_S, QUICK_MEASURE_S, window_requests=None, workers=workers))
-    return PointMemo(SimulatedPoints(out, workers=workers))
+        points = SimulatedPoints(out, QUICK_WARMUP_S, QUICK_MEASURE_S, window_requests=None, workers=workers)
+    else:
+        points = SimulatedPoints(out, workers=workers)
+    return PointMemo(points, store=out / "points", resume=resume)
 
 
 def workload_plan(quick: bool, workload: str | None, seeds: tuple[int, ...]) -> Plan:
@@ -84,13 +86,16 @@ def workload_plan(quick: bool, workload: str | None, seeds: tuple[int, ...]) -> 
 
 
 async def economics_experiment(quick: bool, out: Path, log=print, seeds: int = 1, backend: str = "simulate",
-                               workers: int = 1, workload: str | None = None) -> ExperimentResult:
+                               workers: int = 1, workload: str | None = None, resume: bool = False
+                               ) -> ExperimentResult:
     if seeds < 1:
         raise ValueError(f"--seeds must be at least 1, got {seeds}")
     seed_list = tuple(range(seeds))
     if workload is not None and backend == "mesh":
         raise ValueError("the mesh backend climbs agent populations: --workload (a trace) needs the simulator")
-    runner = _runner(backend, quick, out / "runs", workers)
+    if resume and backend == "mesh":
+        raise ValueError("--resume reuses simulated points; a mesh's points are measured afresh each time")
+    runner = _runner(backend, quick, out / "runs", workers, resume)
     presets, plan = (MINI if quick else DEPLOYMENTS), workload_plan(quick, workload, seed_list)
     log(f"economics on the {runner.backend} backend: {', '.join(presets.values())}; seeds {list(seed_list)}"
         + (f"; {workers} workers" if workers > 1 else ""))
@@ -119,8 +124,9 @@ async def economics_experiment(quick: bool, out: Path, log=print, seeds: int = 1
     if arms is not None:
         data["arms"], data["tornado"] = _arms_and_tornado(arms, outcome, cases, moved, out, images)
     if isinstance(runner, PointMemo):
-        data["points"] = {"run": runner.run, "reused": runner.reused}
-        log(f"{runner.run} points run, {runner.reused} answered from a point already run")
+        data["points"] = {"run": runner.run, "reused": runner.reused, "loaded": runner.loaded}
+        log(f"{runner.run} points run, {runner.reused} answered from a point already run"
+            + (f" ({runner.loaded} read from {runner.store})" if runner.loaded else ""))
     notes = [f"- {key}: " + "; ".join(lines) for key, lines in outcome.checks.items()]
     notes += [f"- {key}: no load failed the SLA, so its max goodput is only a lower bound"
               for key, over in outcome.knees.items() if not all(k.converged for k in over.knees)]

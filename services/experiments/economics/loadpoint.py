@@ -7,6 +7,7 @@ A backend (the real-time mesh today, the simulator later) implements
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -59,6 +60,15 @@ class PointResult:
 
     def as_load_point(self) -> LoadPoint:
         return LoadPoint(self.load, self.attainment, self.goodput_rps)
+
+    def as_dict(self) -> dict:
+        """Plain JSON values; `from_dict` gives the same point back."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> PointResult:
+        quantiles = {name: Quantiles(**data[name]) for name in ("ttft_s", "tpot_s", "e2e_s")}
+        return cls(**{**data, **quantiles, "stats": PointStats(**data["stats"]), "ttfts_s": tuple(data["ttfts_s"])})
 
 
 class LoadPointRunner(Protocol):

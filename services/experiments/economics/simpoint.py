@@ -88,6 +88,10 @@ class SimulatedPoints:
     _ray: Any = field(default=None, repr=False)
     _task: Any = field(default=None, repr=False)
 
+    def settings(self) -> dict[str, float | int | None]:
+        """What a point depends on besides its scenario, workload, load and seed (memo.py's stored key)."""
+        return {"warmup_s": self.warmup_s, "measure_s": self.measure_s, "window_requests": self.window_requests}
+
     @property
     def parallel(self) -> bool:
         return self.workers > 1

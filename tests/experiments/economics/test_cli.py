@@ -86,3 +86,14 @@ def test_a_trace_runs_at_replay_speeds(tmp_path):
     for key in ("pd-intra", "pd-cross", "pdd"):
         assert [p["load"] for p in result["deployments"][key]["points"]] == [0.25, 0.5]
     assert (tmp_path / "economics" / "runs" / "pdd-mini-seed0" / "speed-0.5" / "summary.json").is_file()
+
+
+@pytest.mark.slow
+def test_a_resumed_run_runs_no_point_again(tmp_path):
+    first = quick_headline("economics", tmp_path, "--workload", f"mooncake:{SAMPLE}")
+    again = quick_headline("economics", tmp_path, "--workload", f"mooncake:{SAMPLE}", "--resume")
+    assert again == first
+    points = json.loads((tmp_path / "economics" / "result.json").read_text())["points"]
+    assert points == {"run": 0, "reused": 6, "loaded": 6}
+    proc = _experiment(tmp_path, "economics", "--quick", "--backend", "mesh", "--resume")
+    assert proc.returncode == 2 and "--resume reuses simulated points" in proc.stderr

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from services.experiments.economics import experiment
+from services.experiments.economics import memo as memo_module
 from services.experiments.economics.memo import PointMemo, point_key
 from services.scenario import load_scenario
 from services.scenario.cost import cost_per_hour
@@ -51,7 +52,7 @@ def test_the_full_run_runs_each_point_once_and_none_for_a_price(tmp_path, monkey
     result = asyncio.run(experiment.economics_experiment(False, tmp_path, log=lambda line: None))
     keys = [point_key(*asked) for asked in inner.asked]
     assert len(keys) == len(set(keys))
-    assert result.data["points"] == {"run": len(keys), "reused": result.data["points"]["reused"]}
+    assert result.data["points"] == {"run": len(keys), "reused": result.data["points"]["reused"], "loaded": 0}
     # No scenario simulated has a price of its own: the price cases only re-read the points already run.
     assert all(p.price_per_hour is None for s, *_ in inner.asked for p in s.pools)
     assert all(s.wan_price_per_hour == load_scenario(s.name).wan_price_per_hour for s, *_ in inner.asked)
@@ -92,3 +93,40 @@ def test_a_parallel_runner_runs_the_searches_at_once_to_the_same_figures(tmp_pat
     assert many.data["arms"] == one.data["arms"] and many.data["tornado"] == one.data["tornado"]
     assert many.data["points"] == one.data["points"]
     assert parallel.most_at_once > 1
+
+
+class SettledBackend(CountingBackend):
+    """A backend whose points depend on a setting, as SimulatedPoints' on its warm-up and window."""
+
+    def __init__(self, warmup_s: float) -> None:
+        super().__init__()
+        self.warmup_s = warmup_s
+
+    def settings(self) -> dict:
+        return {"warmup_s": self.warmup_s}
+
+
+def test_a_resumed_run_reads_the_points_a_run_of_the_same_settings_stored(tmp_path, monkeypatch):
+    scenario = load_scenario("paper-full-pdd")
+
+    async def ask(memo, loads=(30, 40)):
+        return [await memo.run_point(scenario, WORKLOAD, load, 0) for load in loads]
+
+    first = PointMemo(SettledBackend(120.0), store=tmp_path)
+    stored = asyncio.run(ask(first))
+    assert len(list(tmp_path.glob("*.json"))) == 2
+    again = SettledBackend(120.0)
+    resumed = PointMemo(again, store=tmp_path, resume=True)
+    assert resumed.loaded == 2
+    assert asyncio.run(ask(resumed, (30, 40, 50)))[:2] == stored
+    assert [load for _, _, load, _ in again.asked] == [50]  # only the point no run had stored
+    other = SettledBackend(60.0)
+    asyncio.run(ask(PointMemo(other, store=tmp_path, resume=True)))
+    assert len(other.asked) == 2  # points stored under other settings are not these
+    fresh = SettledBackend(120.0)
+    asyncio.run(ask(PointMemo(fresh, store=tmp_path)))
+    assert len(fresh.asked) == 2  # without resume nothing is read
+    monkeypatch.setattr(memo_module, "code_fingerprint", lambda: "other code")
+    changed = SettledBackend(120.0)
+    asyncio.run(ask(PointMemo(changed, store=tmp_path, resume=True)))
+    assert len(changed.asked) == 2  # points stored by other code are stale

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from services.experiments.economics.loadpoint import PointResult
 from services.experiments.economics.simpoint import SimulatedPoints
 from services.scenario import load_scenario
 
@@ -53,3 +54,9 @@ async def test_a_window_ends_with_its_last_request_when_that_comes_first(tmp_pat
     assert point.sent == len(records) == 12
     window_s = point.sent / point.request_rate_rps
     assert max(r["send_s"] for r in records) < window_s < 60.0  # re-based send times, inside the short window
+
+
+async def test_a_point_is_the_same_point_after_a_round_trip_through_json(tmp_path):
+    point = await SimulatedPoints(tmp_path, warmup_s=5.0, measure_s=10.0).run_point(
+        load_scenario("pdd-mini"), WORKLOAD, 3, 0)
+    assert PointResult.from_dict(json.loads(json.dumps(point.as_dict()))) == point
