@@ -54,28 +54,17 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
     log = (lambda line: print(line, file=sys.stderr, flush=True)) if args.json else \
         (lambda line: print(line, flush=True))
-    if args.seeds < 1:
-        fail(f"--seeds must be at least 1, got {args.seeds}")
-    if args.workers < 1:
-        fail(f"--workers must be at least 1, got {args.workers}")
     for flag, value, default in (("--seeds", args.seeds, 1), ("--backend", args.backend, None),
                                  ("--workers", args.workers, 1), ("--workload", args.workload, None),
                                  ("--resume", args.resume, False)):
         if value != default and args.name not in SEEDED:
             fail(f"{flag} applies to {', '.join(SEEDED)} only, not to {args.name}")
-    if args.backend == "mesh" and not args.quick:
-        fail("--backend mesh runs the mini presets only: add --quick (the report's scale needs the simulator)")
-    if args.backend == "mesh" and args.workers > 1:
-        fail("--backend mesh runs one load point at a time (a mesh owns the machine): drop --workers")
-    if args.backend == "mesh" and args.resume:
-        fail("--resume reuses simulated points; a mesh's points are measured afresh each time")
-    if args.workload is not None:
-        from services.experiments.economics.experiment import workload_plan
+    if args.name == "economics":
+        from services.experiments.economics.experiment import check_options
 
-        if args.backend == "mesh":
-            fail("--workload replays a trace in the simulator; the mesh backend climbs agent populations")
         try:
-            workload_plan(args.quick, args.workload, (0,))
+            check_options(args.quick, args.seeds, args.backend or "simulate", args.workers, args.workload,
+                          args.resume)
         except ValueError as exc:
             fail(str(exc))
     result = asyncio.run(run_experiment(args.name, args.quick, args.out / args.name, log, args.seeds,

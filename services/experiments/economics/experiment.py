@@ -45,17 +45,30 @@ QUICK_WARMUP_S, QUICK_MEASURE_S = 30.0, 60.0  # emulated: a mini point's warm-up
 BACKENDS = ("simulate", "mesh")
 
 
-def _runner(backend: str, quick: bool, out: Path, workers: int = 1, resume: bool = False) -> LoadPointRunner:
+def check_options(quick: bool, seeds: int, backend: str, workers: int, workload: str | None, resume: bool) -> None:
+    """ValueError naming the first option this experiment cannot take (the CLI's exit-2 message)."""
+    if seeds < 1:
+        raise ValueError(f"--seeds must be at least 1, got {seeds}")
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     if workers < 1:
         raise ValueError(f"--workers must be at least 1, got {workers}")
     if backend == "mesh":
         if not quick:
-            raise ValueError("the mesh backend runs the mini presets only (--quick); the report's scale needs the "
-                             "simulator")
+            raise ValueError("the mesh backend runs the mini presets only: add --quick (the report's scale needs the "
+                             "simulator)")
         if workers > 1:
-            raise ValueError("the mesh backend runs one point at a time (a mesh owns the machine): drop --workers")
+            raise ValueError("the mesh backend runs one load point at a time (a mesh owns the machine): drop --workers")
+        if resume:
+            raise ValueError("--resume reuses simulated points; a mesh's points are measured afresh each time")
+        if workload is not None:
+            raise ValueError("--workload replays a trace in the simulator; the mesh backend climbs agent populations")
+    workload_plan(quick, workload, (0,))  # a trace that cannot be replayed
+
+
+def _runner(backend: str, quick: bool, out: Path, workers: int = 1, resume: bool = False) -> LoadPointRunner:
+    """The load-point backend; the options are those `check_options` passed."""
+    if backend == "mesh":
         return MeshPoints(out)
     # Simulated points are deterministic: each is run once, however many searches ask for it (memo.py).
     if quick:
@@ -88,13 +101,8 @@ def workload_plan(quick: bool, workload: str | None, seeds: tuple[int, ...]) -> 
 async def economics_experiment(quick: bool, out: Path, log=print, seeds: int = 1, backend: str = "simulate",
                                workers: int = 1, workload: str | None = None, resume: bool = False
                                ) -> ExperimentResult:
-    if seeds < 1:
-        raise ValueError(f"--seeds must be at least 1, got {seeds}")
+    check_options(quick, seeds, backend, workers, workload, resume)
     seed_list = tuple(range(seeds))
-    if workload is not None and backend == "mesh":
-        raise ValueError("the mesh backend climbs agent populations: --workload (a trace) needs the simulator")
-    if resume and backend == "mesh":
-        raise ValueError("--resume reuses simulated points; a mesh's points are measured afresh each time")
     runner = _runner(backend, quick, out / "runs", workers, resume)
     presets, plan = (MINI if quick else DEPLOYMENTS), workload_plan(quick, workload, seed_list)
     log(f"economics on the {runner.backend} backend: {', '.join(presets.values())}; seeds {list(seed_list)}"
