@@ -86,6 +86,21 @@ class DecodeService(pb_grpc.DecodeServicer):
         except RoleError as exc:
             await abort(context, exc)
 
+    async def GenerateFed(self, request, context):
+        """Generate with every token through the caller's open feed; the reply is the stats event."""
+        feed = self.feeds.get(metadata_value(context, TOKEN_FEED_METADATA))
+        if feed is None:
+            await abort(context, RoleError(ErrorKind.UNAVAILABLE, "the call names no token feed open here"))
+        route, stats = Route(feed, request.request_id), None
+        try:
+            async for event in route.events(self.role.generate(request, route.sink)):
+                stats = event  # with a feed, the stats are the only event (Route.events)
+        except RoleError as exc:
+            await abort(context, exc)
+        if stats is None:
+            await abort(context, RoleError(ErrorKind.FAILED, "the request ended without its stats"))
+        return stats
+
     async def Handoff(self, request, context):
         try:
             stop_when = StopWhen.of(request.stop_when) if request.HasField("stop_when") else None

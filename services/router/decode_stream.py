@@ -26,12 +26,16 @@ class DecodeStream:
     """One Generate call: `cancel()` it, iterate it for `Token`s and then one `GenerateStats`."""
 
     def __init__(self, stub: pb_grpc.DecodeStub, request: pb.GenerateRequest, feed: TokenFeed | None,
-                 lazy: bool = False) -> None:
+                 lazy: bool = False, fed_unary: bool = False) -> None:
+        """`fed_unary`: a call whose tokens go through the feed is GenerateFed, whose one reply is the stats
+        (a mesh's, where a unary call costs both ends less than a one-message stream); else the Generate stream."""
         self._rid = request.request_id
         self._feed = feed
         self._inbox = feed.subscribe(self._rid, lazy) if feed is not None else None
         self._lazy = isinstance(self._inbox, LazyInbox)
-        self.call = stub.Generate(request, metadata=metadata(self._rid, SUBSCRIBER if self._inbox else ""))
+        self._unary = fed_unary and self._inbox is not None
+        method = stub.GenerateFed if self._unary else stub.Generate
+        self.call = method(request, metadata=metadata(self._rid, SUBSCRIBER if self._inbox else ""))
 
     def cancel(self) -> bool:
         return self.call.cancel()
@@ -42,6 +46,9 @@ class DecodeStream:
     async def _call_events(self) -> AsyncIterator[Token | pb.GenerateStats]:
         clock = asyncio.get_running_loop().time
         try:
+            if self._unary:
+                yield (await self.call).stats
+                return
             async for event in self.call:
                 if event.HasField("token"):
                     yield Token(event.token.position, event.token.token, clock())

@@ -50,6 +50,9 @@ class Peers:
                                    and plan.service(n).feed_port else grpc_feed(stub), n)
                       for n, stub in self.decode.items()}
         self.resends = Resends()
+        # A mesh's fed Generate is the unary GenerateFed; a simulation's stubs keep the stream, which
+        # its fault campaign and census follow (services/simulate/outage.py), and cost nothing per call.
+        self.fed_unary = over_sockets
         # Set by a simulation, whose client reads each token's arrival time from the token (LazyInbox).
         self.lazy_tokens = False
 
@@ -63,7 +66,7 @@ class Peers:
         stub = self.decode[service]
         if request.HasField("held_prompt"):
             stub = ResendingDecodeStub(stub, job, service, self.resends)
-        stream = DecodeStream(stub, request, feed, self.lazy_tokens)
+        stream = DecodeStream(stub, request, feed, self.lazy_tokens, self.fed_unary)
         feed.start()
         return stream
 

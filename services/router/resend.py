@@ -16,7 +16,7 @@ from services.rpc.errors import role_error
 
 
 class ResendingDecodeStub:
-    """A decode stub whose Generate, if it named a held prompt the service no longer has, is made once
+    """A decode stub whose Generate (or GenerateFed), if it named a held prompt the service no longer has, is made once
     more with the ids: the refusal is the stream's first event, so the caller sees only the second call.
 
     Only the call's own events pass through here; tokens sent through the token feed do not.
@@ -27,6 +27,39 @@ class ResendingDecodeStub:
 
     def Generate(self, request, metadata=None):  # noqa: N802 (the gRPC method's name)
         return _ResendingCall(self, request, metadata)
+
+    def GenerateFed(self, request, metadata=None):  # noqa: N802
+        return _ResendingReply(self, request, metadata)
+
+    def _again(self, method: str, request, metadata):
+        """The call once more, with the prompt's ids."""
+        self._resends.count(self._service)
+        return getattr(self._stub, method)(resent_whole(request, self._job), metadata=metadata)
+
+
+class _ResendingReply:
+    """GenerateFed's call: awaited for its one reply; a "prompt not held" refusal is the call's status."""
+
+    def __init__(self, stub: ResendingDecodeStub, request, metadata) -> None:
+        self._owner, self._request, self._metadata = stub, request, metadata
+        self._call = stub._stub.GenerateFed(request, metadata=metadata)
+        self._cancelled = False
+
+    def cancel(self) -> bool:
+        self._cancelled = True
+        return self._call.cancel()
+
+    def __await__(self):
+        return self._reply().__await__()
+
+    async def _reply(self) -> Any:
+        try:
+            return await self._call
+        except grpc.aio.AioRpcError as exc:
+            if self._cancelled or not not_held(role_error(exc)):
+                raise
+        self._call = self._owner._again("GenerateFed", self._request, self._metadata)
+        return await self._call
 
 
 class _ResendingCall:
@@ -51,9 +84,7 @@ class _ResendingCall:
         except grpc.aio.AioRpcError as exc:
             if self._cancelled or not not_held(role_error(exc)):
                 raise
-            owner = self._owner
-            owner._resends.count(owner._service)
-            self._call = owner._stub.Generate(resent_whole(self._request, owner._job), metadata=self._metadata)
+            self._call = self._owner._again("Generate", self._request, self._metadata)
             events = self._call.__aiter__()
             try:
                 first = await events.__anext__()

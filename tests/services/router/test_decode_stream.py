@@ -162,3 +162,72 @@ async def test_a_lazy_stream_whose_stats_came_first_is_woken_by_each_token_it_st
         feed.deliver(["r6"], [position], [10 + position])
     items = _flat(await asyncio.wait_for(reading, 5))
     assert [t[:2] for t in items[:3]] == [(0, 10), (1, 11), (2, 12)] and items[3].end_position == 3
+
+
+class _Reply:
+    """A GenerateFed call: awaited for its one reply (or its error), stopped by cancel()."""
+
+    def __init__(self, reply) -> None:
+        self.reply, self.cancelled = reply, False
+
+    def __await__(self):
+        return self._answer().__await__()
+
+    async def _answer(self):
+        if isinstance(self.reply, BaseException):
+            raise self.reply
+        return self.reply
+
+    def cancel(self) -> bool:
+        self.cancelled = True
+        return True
+
+
+class _FedStub(_Stub):
+    def __init__(self, call: _Call, reply: _Reply) -> None:
+        super().__init__(call)
+        self.reply, self.methods = reply, []
+
+    def Generate(self, request, metadata):  # noqa: N802
+        self.methods.append("Generate")
+        return super().Generate(request, metadata)
+
+    def GenerateFed(self, request, metadata):  # noqa: N802
+        self.methods.append("GenerateFed")
+        self.metadata = dict(metadata)
+        return self.reply
+
+
+async def test_a_fed_unary_stream_makes_generate_fed_and_holds_its_reply_until_every_token_has_come():
+    stub = _FedStub(_Call([]), _Reply(_stats(2)))
+    feed = _open_feed(stub)
+    stream = DecodeStream(stub, pb.GenerateRequest(request_id="f1"), feed, fed_unary=True)
+    assert stub.methods == ["GenerateFed"] and stub.metadata[TOKEN_FEED_METADATA] == "router"
+    reading = asyncio.ensure_future(_collect(stream))
+    for _ in range(5):
+        await asyncio.sleep(0)  # the reply has come; no token yet
+    assert not reading.done()
+    feed.routes["f1"].put(Token(0, 7))
+    feed.routes["f1"].put(Token(1, 8))
+    items = await asyncio.wait_for(reading, 5)
+    assert [t[:2] for t in items[:2]] == [(0, 7), (1, 8)] and items[2].end_position == 2
+    stream.cancel()
+    assert stub.reply.cancelled  # cancel() reaches the unary call
+
+
+async def test_without_an_open_feed_a_fed_unary_stream_is_the_generate_stream():
+    events = [pb.GenerateEvent(token=pb.TokenEvent(position=0, token=5)), _stats(1)]
+    stub = _FedStub(_Call(events), _Reply(_stats(1)))
+    feed = TokenFeed(grpc_feed(stub), "decode")  # not open yet
+    items = await _collect(DecodeStream(stub, pb.GenerateRequest(request_id="f2"), feed, fed_unary=True))
+    assert stub.methods == ["Generate"] and items[0][:2] == (0, 5) and items[1].end_position == 1
+
+
+async def test_a_failed_fed_call_reaches_the_reader_as_the_role_error_of_its_status():
+    refused = grpc.aio.AioRpcError(grpc.StatusCode.UNAVAILABLE, grpc.aio.Metadata(), grpc.aio.Metadata(),
+                                   details="the call names no token feed open here")
+    stub = _FedStub(_Call([]), _Reply(refused))
+    with pytest.raises(RoleError) as failure:
+        await asyncio.wait_for(_collect(DecodeStream(stub, pb.GenerateRequest(request_id="f3"), _open_feed(stub),
+                                                     fed_unary=True)), 5)
+    assert (failure.value.kind, failure.value.code) == (ErrorKind.UNAVAILABLE, "UNAVAILABLE")

@@ -125,6 +125,50 @@ async def test_a_generate_refused_for_its_reference_is_made_again_with_the_ids_a
     assert resends.by_service == {"main-decode": 1}
 
 
+class _Replies:
+    """GenerateFed calls answered in turn: a reply, or an error raised by awaiting the call."""
+
+    def __init__(self, *answers) -> None:
+        self.answers, self.requests = list(answers), []
+
+    def GenerateFed(self, request, metadata=None):  # noqa: N802
+        self.requests.append(request)
+        answer = self.answers.pop(0)
+
+        async def call():
+            if isinstance(answer, BaseException):
+                raise answer
+            return answer
+        return _Awaited(call())
+
+
+class _Awaited:
+    def __init__(self, coro) -> None:
+        self.coro = coro
+
+    def __await__(self):
+        return self.coro.__await__()
+
+    def cancel(self) -> bool:
+        self.coro.close()
+        return True
+
+
+async def test_a_fed_generate_refused_for_its_reference_is_made_again_with_the_ids():
+    job = Job("r", [1, 2, 3], 4, 0, 0.0)
+    decode, resends = _Replies(_not_held(), "stats"), Resends()
+    stub = ResendingDecodeStub(decode, job, "main-decode", resends)
+    looked_up(job, "main-decode")
+    assert await stub.GenerateFed(pb.GenerateRequest(request_id="r", **prompt_fields(job, "main-decode"))) == "stats"
+    named, whole = decode.requests
+    assert named.HasField("held_prompt") and whole.prompt_ids == job.prompt.packed
+    assert resends.by_service == {"main-decode": 1}
+    busy = _Replies(_rpc_error(grpc.StatusCode.RESOURCE_EXHAUSTED, "engine full"))
+    with pytest.raises(grpc.aio.AioRpcError, match="engine full"):  # any other failure is the caller's
+        await ResendingDecodeStub(busy, job, "main-decode", resends).GenerateFed(pb.GenerateRequest(request_id="r"))
+    assert len(busy.requests) == 1 and resends.by_service == {"main-decode": 1}
+
+
 async def test_a_generate_that_fails_otherwise_or_was_cancelled_is_not_made_again():
     job = Job("r", [1, 2, 3], 4, 0, 0.0)
     busy = _rpc_error(grpc.StatusCode.RESOURCE_EXHAUSTED, "engine full")
