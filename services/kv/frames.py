@@ -1,9 +1,9 @@
 """msgpack frames that carry KV bytes between instances.
 
 Wire format (docs/mesh.md §Frames): a 4-byte big-endian length, then a msgpack
-map {"v", "rid", "seq", "of", "crc", "data"}; the last frame of a streamed
-transfer also carries its completion, {"ft", "t"}: the first token and when
-prefill produced it. The length is checked against MAX_FRAME_BYTES before a
+map {"v", "rid", "seq", "of", "crc", "data"}; the last frame of a transfer also
+carries its completion, {"ft", "t", "n", "eb", "rb"}: the first token, when
+prefill produced it, and the transfer's tokens, emulated and real bytes. The length is checked against MAX_FRAME_BYTES before a
 single payload byte is read, so a corrupt or hostile peer cannot make the
 receiver allocate more than that.
 """
@@ -38,13 +38,21 @@ class FrameError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Completion:
-    """What a streamed transfer's announce lacked: the first token, known when prefill ends.
+    """What the receiver needs beyond the frames: the first token (-1: none, as for a relay's KV after
+    a handoff), prefill's end, and the transfer's figures (-1: not carried, an announce gave them).
 
-    It travels in the transfer's last frame, which leaves at that moment anyway, rather than in
-    a second gRPC announce (docs/mesh.md §Transfer time)."""
+    It travels in the transfer's last frame, which leaves when the first token is known anyway, so
+    no gRPC announce precedes a transfer (docs/mesh.md §Frames, §Transfer time)."""
 
     first_token: int
     prefill_done_unix: float
+    num_tokens: int = -1
+    emulated_bytes: int = -1
+    real_bytes: int = -1
+
+    @property
+    def has_figures(self) -> bool:
+        return self.real_bytes >= 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,8 +66,11 @@ class KvFrame:
     def encode(self) -> bytes:
         fields = {"v": VERSION, "rid": self.request_id, "seq": self.seq, "of": self.of,
                   "crc": zlib.crc32(self.data), "data": self.data}
-        if self.completion is not None:
-            fields["ft"], fields["t"] = self.completion.first_token, float(self.completion.prefill_done_unix)
+        done = self.completion
+        if done is not None:
+            fields["ft"], fields["t"] = done.first_token, float(done.prefill_done_unix)
+            if done.has_figures:
+                fields["n"], fields["eb"], fields["rb"] = done.num_tokens, done.emulated_bytes, done.real_bytes
         body = msgpack.packb(fields, use_bin_type=True)
         return HEADER.pack(len(body)) + body
 
@@ -85,15 +96,21 @@ def decode_body(body: bytes) -> KvFrame:
     return KvFrame(rid, seq, of, data, _completion(fields, rid, seq, of))
 
 
+_FIGURES = ("n", "eb", "rb")
+
+
 def _completion(fields: dict, rid: str, seq: int, of: int) -> Completion | None:
-    if "ft" not in fields and "t" not in fields:
+    if not any(key in fields for key in ("ft", "t", *_FIGURES)):
         return None
     first_token, done = fields.get("ft"), fields.get("t")
-    if not (isinstance(first_token, int) and first_token >= 0 and isinstance(done, float)):
+    figures = [fields.get(key, -1) for key in _FIGURES]
+    carried = [key in fields for key in _FIGURES]
+    if not (isinstance(first_token, int) and first_token >= -1 and isinstance(done, float)
+            and (all(carried) or not any(carried)) and all(isinstance(x, int) and x >= -1 for x in figures)):
         raise FrameError(f"KV frame {seq} of request {rid} carries a malformed completion", rid)
     if seq != of - 1:
         raise FrameError(f"KV frame {seq} of request {rid} carries a completion but is not its last", rid)
-    return Completion(first_token, done)
+    return Completion(first_token, done, *figures)
 
 
 async def read_frame(reader: asyncio.StreamReader, max_bytes: int = MAX_FRAME_BYTES) -> KvFrame | None:

@@ -1,12 +1,12 @@
-"""Receive KV transfers: announced over gRPC, bytes over a data-plane TCP link.
+"""Receive KV transfers: bytes over a data-plane TCP link, their figures with the last frame.
 
-A transfer is complete when every announced frame has arrived intact and the
-first token is known: from the announce, or, streamed, from the last frame's
-completion. Its time is measured from prefill's end to the last frame, so a
-streamed transfer counts only the part its overlap with prefill did not hide
-(docs/mesh.md §Transfer time). Either the announce or the decode request may
-arrive first, so an entry is created by whichever comes first and expires at
-its deadline.
+A transfer is complete when every frame has arrived intact and its figures and
+first token are known: from the last frame's completion (or from a gRPC announce,
+which the mesh now sends only to fail a transfer whose bytes will not come). Its
+time is measured from prefill's end to the last frame, so a streamed transfer
+counts only the part its overlap with prefill did not hide (docs/mesh.md
+§Transfer time). Either a frame or the decode request may arrive first, so an
+entry is created by whichever comes first and expires at its deadline.
 """
 
 from __future__ import annotations
@@ -26,10 +26,6 @@ class TransferFailed(RuntimeError):
     pass
 
 
-class ShipRefused(RuntimeError):
-    """The sender's side of a refusal: the receiver declined an announce (draining, or it failed)."""
-
-
 @dataclass
 class Transfer:
     request_id: str
@@ -44,6 +40,7 @@ class Transfer:
     received_bytes: int = 0
     announced_at: float = 0.0  # prefill's end: the announce with the first token, or the last frame's stamp
     completed_in_band: bool = False  # the first token came with the last frame
+    sized: bool = False  # frames and bytes are known: from the last frame's completion, or an announce
     finished_at: float = 0.0
     done: asyncio.Future = field(default_factory=lambda: asyncio.get_running_loop().create_future())
 
@@ -86,7 +83,7 @@ class TransferTable:
             return None
         transfer = self.entry(request_id)
         transfer.frames, transfer.real_bytes, transfer.emulated_bytes = frames, real_bytes, emulated_bytes
-        transfer.num_tokens = num_tokens
+        transfer.num_tokens, transfer.sized = num_tokens, True
         if not (first_token_pending and transfer.completed_in_band):  # the last frame overtook it
             transfer.first_token, transfer.first_token_pending = first_token, first_token_pending
         if not first_token_pending:
@@ -95,13 +92,17 @@ class TransferTable:
         return transfer
 
     def on_frame(self, request_id: str, seq: int, of: int, size: int, completion: Completion | None = None) -> None:
-        """A frame's figures; a streamed transfer's last one brings its first token and prefill's end."""
+        """A frame's figures; a transfer's last one brings its completion: first token, prefill's end, sizes."""
         transfer = self._transfers.get(request_id)
+        if transfer is None and request_id not in self._ended:
+            transfer = self.entry(request_id)  # its bytes came before its decode request did
         if transfer is None or transfer.done.done():
             self.orphan_frames += 1  # a cancelled or expired transfer: counted, never silently dropped
             return
-        if transfer.frames not in (-1, of):
-            self.fail(request_id, f"frame count {of} disagrees with the announced {transfer.frames}")
+        if transfer.frames == -1:
+            transfer.frames = of
+        elif transfer.frames != of:
+            self.fail(request_id, f"frame count {of} disagrees with the transfer's {transfer.frames}")
             return
         transfer.received_frames.add(seq)
         transfer.received_bytes += size
@@ -109,14 +110,17 @@ class TransferTable:
         if completion is not None and not transfer.completed_in_band:
             transfer.first_token, transfer.first_token_pending = completion.first_token, False
             transfer.announced_at, transfer.completed_in_band = completion.prefill_done_unix, True
+            if completion.has_figures:
+                transfer.num_tokens, transfer.real_bytes = completion.num_tokens, completion.real_bytes
+                transfer.emulated_bytes, transfer.sized = completion.emulated_bytes, True
         self._complete_if_whole(transfer)
 
     def _complete_if_whole(self, transfer: Transfer) -> None:
-        if transfer.frames < 0 or len(transfer.received_frames) < transfer.frames or transfer.done.done() \
+        if not transfer.sized or len(transfer.received_frames) < transfer.frames or transfer.done.done() \
                 or transfer.first_token_pending:
             return
         if transfer.received_bytes != transfer.real_bytes:
-            self.fail(transfer.request_id, f"received {transfer.received_bytes} bytes, announced {transfer.real_bytes}")
+            self.fail(transfer.request_id, f"received {transfer.received_bytes} bytes of its {transfer.real_bytes}")
             return
         transfer.finished_at = time.time()
         self.completed += 1

@@ -1,4 +1,4 @@
-"""Ship KV to another service: announce over gRPC, then the bytes over the link between the pools.
+"""Ship KV to another service: the bytes over the link between the pools, the figures with the last frame.
 
 Used by prefill (the prompt's KV, to decode, main decode and the relay) and by
 the relay in pdd-kvship (the incremental KV of its tokens, to main decode).
@@ -11,13 +11,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, replace
 from typing import Callable, Protocol
 
 import grpc
 
 from services.kv.frames import Completion
-from services.kv.receiver import ShipRefused
 from services.kv.sender import KvSender, SendResult
 from services.kv.stream import KvProgress, TransferExtent, streamed_parts
 from services.profiles import load_model
@@ -33,8 +33,7 @@ class Shipment:
     tokens: int
     emulated_bytes: int
     real_bytes: int
-    # As sent: a streamed one lacks the first token, which its last frame carries.
-    announce: pb.TransferAnnounce | None = None
+    transfer_id: str = ""
     cancel: asyncio.Event | None = None
 
 
@@ -102,44 +101,47 @@ class KvShipper:
             self._senders[target] = self.routes.sender(link, lambda ids: self._report_lost(stub, ids))
         return self._senders[target], self._stubs[target]
 
-    async def ship(self, transfer_id: str, target: str, tokens: int, first_token: int = -1, first_index: int = 0,
-                   cancellable: bool = False, progress: KvProgress | None = None) -> Shipment:
-        """Announce `tokens` tokens of KV to `target`, then send their real bytes (emulated / byte_scale).
+    async def ship(self, transfer_id: str, target: str, tokens: int, first_index: int = 0,
+                   cancellable: bool = False, progress: KvProgress | None = None,
+                   done: Completion | None = None) -> Shipment:
+        """Send `tokens` tokens of KV to `target`: their real bytes (emulated / byte_scale), the last frame
+        with the transfer's Completion (its figures and the first token), so no announce goes first.
 
         With `progress` (streamed KV) the first token is not known yet: the bytes follow the prompt's
-        computed tokens, and the last frame carries the first token once progress finishes
-        (services/kv/stream.py).
+        computed tokens, and the last frame leaves with the first token once progress finishes
+        (services/kv/stream.py). Without it the transfer follows prefill's end: `done` names the first
+        token and when prefill ended, which the transfer's time counts from (docs/mesh.md §Transfer
+        time); no `done` is a transfer without a first token (a relay's KV), timed from now.
         """
         sender, stub = self._route(target)
         emulated = tokens * self.kv_bytes_per_token
         real = math.ceil(emulated / max(1.0, self.byte_scale))
         extent = TransferExtent(first_index, tokens, real)
-        announce = pb.TransferAnnounce(
-            request_id=transfer_id, first_token_index=first_index, num_tokens=tokens, real_bytes=real,
-            emulated_bytes=emulated, frames=extent.frames, first_token=first_token,
-            first_token_pending=progress is not None)
-        ack = await stub.Announce(announce, timeout=10.0, metadata=metadata(transfer_id))
-        if not ack.accepted:
-            raise ShipRefused(f"{target} refused the KV of {transfer_id}: {ack.reason}")
+        if progress is None and done is None:
+            done = Completion(-1, time.time())
         cancel = asyncio.Event()
         if cancellable:
             self._cancels[transfer_id] = cancel
-        task = asyncio.create_task(self._send(sender, stub, transfer_id, extent, progress, cancel),
+        task = asyncio.create_task(self._send(sender, stub, transfer_id, extent, emulated, progress, done, cancel),
                                    name=f"kv-{transfer_id}")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-        return Shipment(target, tokens, emulated, real, announce, cancel)
+        return Shipment(target, tokens, emulated, real, transfer_id, cancel)
 
     async def abandon(self, shipment: Shipment, reason: str) -> None:
         """Stop a transfer whose prefill failed and tell its receiver, which fails it now."""
         shipment.cancel.set()
-        await self._abort(self._route(shipment.target)[1], shipment.announce.request_id, reason)
+        await self._abort(self._route(shipment.target)[1], shipment.transfer_id, reason)
 
     async def _send(self, sender: Sender, stub: pb_grpc.DecodeStub, transfer_id: str, extent: TransferExtent,
-                    progress: KvProgress | None, cancel: asyncio.Event) -> None:
+                    emulated: int, progress: KvProgress | None, done: Completion | None,
+                    cancel: asyncio.Event) -> None:
         sent = 0
         try:
-            async for seqs, completion in streamed_parts(extent, progress):
+            async for seqs, completion in streamed_parts(extent, progress, done):
+                if completion is not None:  # the last frame: the transfer's figures go with it
+                    completion = replace(completion, num_tokens=extent.tokens, emulated_bytes=emulated,
+                                         real_bytes=extent.real)
                 result = await sender.send(transfer_id, extent.real, cancel, seqs=seqs, completion=completion)
                 sent += result.real_bytes
                 self.real_bytes_sent += result.real_bytes

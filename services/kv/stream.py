@@ -1,12 +1,11 @@
 """Chunk-streamed KV: which frames of a transfer the sender may send while prefill is still running.
 
-With streaming (scenario `kv_streaming`), prefill announces each transfer before
-it computes, and after every engine step that computed part of the prompt the
-frames whose bytes are now all computed leave at once, as Mooncake and
+With streaming (scenario `kv_streaming`), after every engine step that computed
+part of the prompt the frames whose bytes are now all computed leave at once, as Mooncake and
 DistServe send KV chunk by chunk (docs/engine.md, "Streamed KV"). A frame is
 the unit: one whose bytes straddle the computed end waits for the next chunk,
 and the rest leaves with the last chunk, when the first token is known: the
-transfer's last frame carries it (its `Completion`), so no second announce is sent.
+transfer's last frame carries it (its `Completion`), with the transfer's figures.
 """
 
 from __future__ import annotations
@@ -69,13 +68,14 @@ class TransferExtent:
 Part = tuple[range, Completion | None]  # frames to send, and the completion their last one carries
 
 
-async def streamed_parts(extent: TransferExtent, progress: KvProgress | None) -> AsyncIterator[Part]:
+async def streamed_parts(extent: TransferExtent, progress: KvProgress | None,
+                         done: Completion | None = None) -> AsyncIterator[Part]:
     """Successive frame ranges to send, each as soon as its bytes are computed, the last frame with
     the first token; stops short when progress ends without it (prefill failed: the shipper then
-    aborts the transfer)."""
+    aborts the transfer). Without progress (sent after prefill) every frame at once, the last with `done`."""
     sent = 0
-    if progress is None:  # sent after prefill: the one announce carried the first token
-        yield range(0, extent.frames), None
+    if progress is None:
+        yield range(0, extent.frames), done
         return
     held = -1
     while sent < extent.frames:

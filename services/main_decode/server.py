@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 from typing import Callable
 
-import grpc
 
 from services.instances import RoleProcess
 from services.kv.receiver import KvReceiver, ReceiverLimits, TransferTable
@@ -108,8 +107,6 @@ class DecodeService(pb_grpc.DecodeServicer):
                                                  request.ship_kv_to, stop_when)
         except RoleError as exc:
             await abort(context, exc)
-        except grpc.aio.AioRpcError as exc:  # pdd-kvship: the announce of the relay's KV to main decode
-            await abort(context, RoleError(ErrorKind.UNAVAILABLE, f"shipping the relay's KV failed: {exc}"))
 
     async def SetLimit(self, request, context):
         await answer(context, self.relay_role.set_limit(request.request_id,

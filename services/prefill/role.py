@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING
 
 from services.engine.sequence import Sequence
 from services.kv.frames import Completion
-from services.kv.receiver import ShipRefused
 from services.kv.stream import KvProgress
 from services.rpc.messages import pb
 from services.types import Clock, ErrorKind, RoleError, unix_time
@@ -57,16 +56,14 @@ class PrefillRole:
         handle = self.process.submit(engine, Sequence(
             request_id=rid, context=prompt, prompt_len=len(prompt), kv_tokens=0, generate=1, first_position=0,
             seed=request.seed, block_hashes=hashes, fingerprint=received.fingerprint))
-        try:
-            if self.process.plan.scenario.kv_streaming:
-                first_token, shipped = await self._prefill_streamed(rid, handle, targets, len(prompt))
-            else:
-                first_token = await self.process.first_token(handle)
-                shipped = [await self.shipper.ship(rid, target, max(0, len(prompt) - hit), first_token=first_token,
-                                                   first_index=hit, cancellable=index == 0)
-                           for index, (target, hit) in enumerate(targets)]
-        except ShipRefused as exc:
-            raise RoleError(ErrorKind.PRECONDITION, str(exc)) from None
+        if self.process.plan.scenario.kv_streaming:
+            first_token, shipped = await self._prefill_streamed(rid, handle, targets, len(prompt))
+        else:
+            first_token = await self.process.first_token(handle)
+            done = Completion(first_token, self.clock())  # both paths' transfers are timed from here
+            shipped = [await self.shipper.ship(rid, target, max(0, len(prompt) - hit), first_index=hit,
+                                               cancellable=index == 0, done=done)
+                       for index, (target, hit) in enumerate(targets)]
         stats = handle.stats
         return pb.PrefillReply(request_id=rid, first_token=first_token, hit_tokens=stats.hit_tokens,
                                computed_tokens=stats.computed_tokens, prefill_done_unix=self.clock(),
@@ -75,7 +72,7 @@ class PrefillRole:
                                instance=self.process.instance_name(engine))
 
     async def _prefill_streamed(self, rid: str, handle, targets: list[tuple[str, int]], prompt_len: int):
-        """Announce first, then each chunk's KV as the step that computed it ends; the first token last.
+        """Each chunk's KV as the step that computed it ends; the first token and the figures last.
 
         (first token, shipments). Should prefill fail, each receiver is told and its stream stops.
         """
@@ -83,15 +80,9 @@ class PrefillRole:
         follow = asyncio.create_task(self._follow(handle, progress), name=f"progress-{rid}")
         shipped = []
         try:
-            # Both paths at once: across datacenters each announce may cost a WAN round trip.
-            opened = await asyncio.gather(*(
-                self.shipper.ship(rid, target, max(0, prompt_len - hit), first_index=hit, cancellable=index == 0,
-                                  progress=progress) for index, (target, hit) in enumerate(targets)),
-                return_exceptions=True)
-            shipped = [s for s in opened if not isinstance(s, BaseException)]
-            failures = [s for s in opened if isinstance(s, BaseException)]
-            if failures:
-                raise failures[0]  # a refused announce: the other receiver is told below
+            for index, (target, hit) in enumerate(targets):
+                shipped.append(await self.shipper.ship(rid, target, max(0, prompt_len - hit), first_index=hit,
+                                                       cancellable=index == 0, progress=progress))
             first_token = await self.process.first_token(handle)
             progress.finish(Completion(first_token, self.clock()))  # the last frames leave with it
             return first_token, shipped

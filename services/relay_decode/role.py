@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable
 
-from services.kv.receiver import ShipRefused
 from services.relay_decode.relay import RelayLedger, StopWhen
 from services.rpc.messages import pb
 from services.types import ErrorKind, RoleError, Seconds
@@ -40,7 +39,7 @@ class RelayDecodeRole:
         if ship_kv_to and stopped and not finished:
             try:  # pdd-kvship: the KV of every relay token but the last crosses the WAN
                 await self.shipper.ship(f"{request_id}/handoff", ship_kv_to, max(0, end - 1))
-            except (ShipRefused, KeyError) as exc:
+            except KeyError as exc:  # no link to `ship_kv_to`
                 raise RoleError(ErrorKind.UNAVAILABLE, f"shipping the relay's KV failed: {exc}") from None
         return pb.HandoffReply(tokens=ids, end_position=end, stopped=stopped, finished=finished,
                                relay_load=self.load())

@@ -103,7 +103,7 @@ def still_working(run: SimulatedRun) -> list[str]:
     return [f"not at rest at the end ({at_s:g} s): {item}" for item in busy(services)]
 
 
-_WORK = {"transfers_pending": "KV transfers announced and not landed", "relayed": "requests the relay still holds",
+_WORK = {"transfers_pending": "KV transfers open and not landed", "relayed": "requests the relay still holds",
          "transfers_in_flight": "KV transfers in flight"}
 
 

@@ -28,6 +28,10 @@ def _uint_bytes(n: int) -> int:
     return 1 if n < 128 else 2 if n < 256 else 3 if n < 65536 else 5 if n < 2**32 else 9
 
 
+def _int_bytes(n: int) -> int:
+    return 1 if -32 <= n < 128 else _uint_bytes(n)
+
+
 def _str_bytes(text: str) -> int:
     n = len(text.encode())
     return n + (1 if n < 32 else 2 if n < 256 else 3 if n < 65536 else 5)
@@ -48,8 +52,11 @@ def frame_sizes(real_bytes: int, frame_bytes: int = DEFAULT_FRAME_PAYLOAD_BYTES,
 def frame_wire_bytes(request_id: str, seq: int, of: int, size: int, completion: Completion | None = None) -> int:
     """Bytes one encoded frame puts on the wire (KvFrame.encode); the CRC as a full uint32."""
     body = 1 + _MAP_KEYS + 1 + _str_bytes(request_id) + _uint_bytes(seq) + _uint_bytes(of) + 5 + _bin_bytes(size)
-    if completion is not None:  # "ft": the token as a uint, "t": a float64
-        body += 3 + _uint_bytes(completion.first_token) + 2 + 9
+    if completion is not None:  # "ft": the token as an int, "t": a float64
+        body += 3 + _int_bytes(completion.first_token) + 2 + 9
+        if completion.has_figures:  # "n", "eb", "rb": uints
+            body += 2 + _uint_bytes(completion.num_tokens) + 3 + _uint_bytes(completion.emulated_bytes) \
+                + 3 + _uint_bytes(completion.real_bytes)
     return HEADER.size + body
 
 

@@ -39,7 +39,17 @@ async def test_the_last_frame_carries_the_completion_over_the_wire():
     assert [f.completion for f in got] == [None, done]
 
 
-@pytest.mark.parametrize("extra, match", [({"ft": -1, "t": 1.0}, "malformed"), ({"ft": 5}, "malformed"),
+async def test_the_last_frame_carries_the_transfers_figures_and_a_missing_first_token():
+    done = Completion(first_token=-1, prefill_done_unix=2.5, num_tokens=64, emulated_bytes=8_388_608, real_bytes=8389)
+    (frame,) = split_payload("req-4", 8389, completion=done)
+    got = await read_frame(_reader(frame.encode()))
+    assert got.completion == done and got.completion.has_figures
+    assert not Completion(first_token=3, prefill_done_unix=2.5).has_figures
+
+
+@pytest.mark.parametrize("extra, match", [({"ft": -2, "t": 1.0}, "malformed"), ({"ft": 5}, "malformed"),
+                                          ({"ft": 5, "t": 1.0, "n": 4}, "malformed"),
+                                          ({"ft": 5, "t": 1.0, "n": 4, "eb": 9, "rb": "x"}, "malformed"),
                                           ({"ft": 5, "t": 1.0, "seq": 0, "of": 2}, "not its last")])
 def test_a_bad_completion_is_rejected_and_names_the_request(extra, match):
     fields = {"v": 1, "rid": "req-3", "seq": 0, "of": 1, "crc": 0, "data": b""} | extra

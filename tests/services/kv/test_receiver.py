@@ -106,3 +106,36 @@ def test_a_completed_transfer_is_freed_by_reference_counting():
         run_virtual(main())
     finally:
         gc.enable()
+
+
+def test_frames_before_the_decode_request_open_the_transfer_and_the_last_one_readies_it_without_an_announce():
+    async def main() -> None:
+        table = TransferTable()
+        done = Completion(first_token=9, prefill_done_unix=time.time() - 0.5, num_tokens=16,
+                          emulated_bytes=1 << 19, real_bytes=512)
+        table.on_frame("r1", 1, 2, 256, done)  # the last frame first: the first one is still on the line
+        assert table.pending == 1 and not table.entry("r1").done.done()
+        waiting = asyncio.ensure_future(table.wait("r1", timeout_s=1.0))  # the decode request comes now
+        table.on_frame("r1", 0, 2, 256)
+        transfer = await waiting
+        assert (transfer.first_token, transfer.num_tokens, transfer.emulated_bytes) == (9, 16, 1 << 19)
+        assert transfer.frames == 2 and transfer.completed_in_band and table.orphan_frames == 0
+        assert_close(transfer.seconds, 0.5, rel=0.1, what="timed from prefill's end, as the frame carried it")
+        table.discard("r1")
+        table.on_frame("r1", 0, 2, 256)  # a late frame of an ended request opens nothing
+        assert table.pending == 0 and table.orphan_frames == 1
+
+    run_virtual(main())
+
+
+def test_a_transfer_whose_figures_never_came_is_not_whole_and_a_short_one_fails():
+    async def main() -> None:
+        table = TransferTable()
+        table.on_frame("r1", 0, 1, 256, Completion(first_token=3, prefill_done_unix=time.time()))  # no figures
+        assert not table.entry("r1").done.done()  # nothing says how many bytes: it waits for an announce
+        table.on_frame("r2", 0, 1, 100, Completion(3, time.time(), num_tokens=4, emulated_bytes=256_000,
+                                                   real_bytes=256))
+        with pytest.raises(TransferFailed, match="received 100 bytes of its 256"):
+            await table.wait("r2", timeout_s=1.0)
+
+    run_virtual(main())

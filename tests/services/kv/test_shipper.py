@@ -82,7 +82,7 @@ def _run(streamed: bool, cancel_after_s: float | None = None, fail_prefill: bool
             elif streamed:
                 progress.finish(Completion(7, prefill_end))
             else:
-                shipment = await shipper.ship("r1", "decode", TOKENS, first_token=7)
+                shipment = await shipper.ship("r1", "decode", TOKENS, done=Completion(7, prefill_end))
             try:
                 transfer = await asyncio.wait_for(asyncio.shield(waiting), 10.0)
             except (TransferFailed, TimeoutError) as exc:
@@ -106,11 +106,14 @@ def test_a_streamed_transfer_lands_earlier_by_its_overlap_with_prefill():
     # (docs/engine.md, "Streamed KV"), 1.2 s earlier than after prefill.
     assert_close(streamed.finished_at - start, CHUNK_S + TRANSFER_S + 0.005, rel=0.02, what="streamed arrival")
     assert_close(whole.finished_at - streamed.finished_at, 3 * CHUNK_S, rel=0.05, what="time saved")
-    # kv_transfer_s counts only what the overlap did not hide: from the first token's announce on.
+    # kv_transfer_s counts only what the overlap did not hide: from prefill's end on.
     assert_close(streamed.seconds, TRANSFER_S + 0.005 - 3 * CHUNK_S, rel=0.05, what="exposed transfer")
+    assert_close(whole.seconds, TRANSFER_S + 0.005, rel=0.02, what="whole transfer, from prefill's end")
     assert streamed.first_token == whole.first_token == 7
-    assert stats["announces"] == 1  # the first token came with the last frame, not a second announce
-    assert streamed.completed_in_band and not whole.completed_in_band
+    assert stats["announces"] == 0  # the figures and the first token came with the last frame
+    assert streamed.completed_in_band and whole.completed_in_band
+    assert (whole.num_tokens, whole.real_bytes, whole.emulated_bytes) == \
+        (shipment.tokens, shipment.real_bytes, shipment.emulated_bytes)
     assert table.bytes_received == whole_table.bytes_received == shipment.real_bytes == stats["kv_bytes_sent"]
 
 

@@ -6,7 +6,6 @@ import pytest
 
 from services.engine.tokens import output_token, prompt_fingerprint
 from services.kv.frames import Completion
-from services.kv.receiver import ShipRefused
 from services.kv.shipper import Shipment
 from services.kv.stream import KvProgress
 from services.prefill.role import PrefillRole
@@ -20,8 +19,8 @@ SEED = 5
 
 
 class FakeShipper:
-    """Accepts each announce (but refuses `refuse`'s), records what each stream's progress ended
-    with (the completion its last frame carries) and abandons."""
+    """Opens each transfer (but fails `refuse`'s, as a sender that cannot start), records what each
+    stream's progress ended with (the completion its last frame carries) and abandons."""
 
     def __init__(self, refuse: str = "") -> None:
         self.refuse, self.opened, self.abandoned = refuse, [], []
@@ -30,7 +29,7 @@ class FakeShipper:
     async def ship(self, transfer_id: str, target: str, tokens: int, first_index: int = 0,
                    progress: KvProgress | None = None, **kwargs) -> Shipment:
         if target == self.refuse:
-            raise ShipRefused(f"{target} refused the KV of {transfer_id}: draining")
+            raise ConnectionError(f"no connection to {target} for the KV of {transfer_id}")
         self.opened.append((target, tokens, first_index))
         self.progress[target] = progress
         return Shipment(target, tokens, emulated_bytes=1000 * tokens, real_bytes=tokens)
@@ -66,12 +65,11 @@ async def test_dual_path_prefill_ships_both_and_reports_on_the_clock_it_was_give
     assert reply.kv_bytes_emulated == 192_000 and reply.kv_bytes_emulated_secondary == 256_000
 
 
-async def test_a_refused_announce_is_a_precondition_error_and_the_other_receiver_is_told(prefill):
+async def test_a_transfer_that_cannot_start_stops_prefill_and_the_other_receiver_is_told(prefill):
     shipper = FakeShipper(refuse="relay-decode")
     role = PrefillRole(prefill, shipper)
-    with pytest.raises(RoleError) as refused:
+    with pytest.raises(ConnectionError, match="no connection to relay-decode"):
         await role.prefill(_request(prompt(256), kv_target="main-decode", kv_target_secondary="relay-decode"))
-    assert refused.value.kind is ErrorKind.PRECONDITION and "refused" in refused.value.message
     assert [target for target, reason in shipper.abandoned] == ["main-decode"] and not shipper.confirmed
     assert sum(engine.stats().requests_cancelled for engine in prefill.engines) == 1  # its prefill stopped
 

@@ -1,5 +1,5 @@
 """The prefill service in the in-process mesh: streamed KV shortens TTFT by its overlap with prefill,
-and a failed prefill or refused announce stops its streams."""
+a failed prefill stops its streams, and no announce precedes a transfer."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from services.router.policy_stream import PrefillChunks, streamed_wait_s
 from services.rpc import pb
 from services.rpc.ids import pack_ids
 from services.scenario.loader import load_scenario
+from services.simulate.census import MessageCensus
 from services.simulate.clock import run_virtual
 from services.simulate.run import run_simulation
 from services.simulate.wiring import SimulatedMesh, simulated_plan
@@ -75,19 +76,24 @@ def test_main_decode_takes_over_once_its_streamed_kv_has_landed():
                  what="the router's streamed estimate against the measured wait")
 
 
-def test_a_refused_announce_fails_the_prefill_and_tells_the_other_receiver():
+@pytest.mark.parametrize("streaming", [False, True])
+def test_a_dual_path_prefill_makes_no_announce_and_each_receiver_learns_its_transfer_from_the_last_frame(
+        streaming):
     async def body():
-        async with SimulatedMesh(simulated_plan(load_scenario("pdd-mini"))) as mesh:
-            relay, main = mesh.servicers["relay-decode"], mesh.servicers["main-decode"]
-            relay.process.draining = True
-            waiting = asyncio.ensure_future(main.transfers.wait("r1", 60.0))
+        scenario = load_scenario("pdd-mini", [f"kv_streaming={str(streaming).lower()}"])
+        async with SimulatedMesh(simulated_plan(scenario)) as mesh:
+            census = MessageCensus(mesh)
+            receivers = [mesh.servicers[name] for name in ("main-decode", "relay-decode")]
+            waiting = [asyncio.ensure_future(r.transfers.wait("r1", 60.0)) for r in receivers]
             request = pb.PrefillRequest(request_id="r1", prompt_ids=pack_ids(list(range(1, 20000))), seed=1,
-                                        kv_target="main-decode", kv_target_secondary="relay-decode")
-            with pytest.raises(grpc.aio.AioRpcError) as refused:
-                await mesh.stub("prefill", "router").Prefill(request, timeout=10.0)
-            with pytest.raises(TransferFailed, match="prefill failed"):
-                await asyncio.wait_for(waiting, 1.0)  # told at once, not at its 60 s deadline
-            engines = mesh.processes["prefill"].engines
-            return refused.value.code(), [engine.stats().requests_cancelled for engine in engines]
-    code, cancelled = run_virtual(body())
-    assert code is grpc.StatusCode.FAILED_PRECONDITION and sum(cancelled) == 1  # its prefill stopped too
+                                        kv_target="main-decode", receiver_hit_tokens=4096,
+                                        kv_target_secondary="relay-decode")
+            reply = await mesh.stub("prefill", "router").Prefill(request, timeout=10.0)
+            transfers = await asyncio.wait_for(asyncio.gather(*waiting), 60.0)
+            return reply, transfers, census.hops
+    reply, (main, relay), hops = run_virtual(body())
+    assert not [hop for hop in hops if hop[2] == "Announce"]
+    assert (main.num_tokens, main.emulated_bytes) == (19999 - 4096, reply.kv_bytes_emulated)
+    assert (relay.num_tokens, relay.emulated_bytes) == (19999, reply.kv_bytes_emulated_secondary)
+    assert main.first_token == relay.first_token == reply.first_token and main.completed_in_band
+    assert main.announced_at == relay.announced_at  # both timed from prefill's end

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from services.kv.receiver import ShipRefused
 from services.relay_decode.relay import RelayedRequest, RelayLedger
 from services.relay_decode.role import RelayDecodeRole
 from services.types import ErrorKind, RoleError
@@ -29,7 +28,7 @@ class FakeShipper:
 
     async def ship(self, transfer_id: str, target: str, tokens: int, **kwargs):
         if self.refuse:
-            raise ShipRefused(f"{target} refused the KV of {transfer_id}: draining")
+            raise KeyError(f"no link from relay-decode to {target!r}")
         self.shipped.append((transfer_id, target, tokens))
 
 

@@ -102,7 +102,7 @@ def test_work_left_in_progress_at_the_end_is_reported():
     problems = still_working(dataclasses.replace(run, snapshots=[*run.snapshots[:-1], (at_s, busy)]))
     assert problems == [f"not at rest at the end ({at_s:g} s): router: 1 requests in flight",
                         f"not at rest at the end ({at_s:g} s): main-decode-0: 2 sequences running, 0 waiting",
-                        f"not at rest at the end ({at_s:g} s): main-decode: 1 KV transfers announced and not landed"]
+                        f"not at rest at the end ({at_s:g} s): main-decode: 1 KV transfers open and not landed"]
 
 
 class _Draining:
