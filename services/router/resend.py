@@ -37,17 +37,30 @@ class ResendingDecodeStub:
         return getattr(self._stub, method)(resent_whole(request, self._job), metadata=metadata)
 
 
-class _ResendingReply:
-    """GenerateFed's call: awaited for its one reply; a "prompt not held" refusal is the call's status."""
+class _Resending:
+    """One call of `method`, made once more with the ids if it was refused for its reference."""
 
-    def __init__(self, stub: ResendingDecodeStub, request, metadata) -> None:
-        self._owner, self._request, self._metadata = stub, request, metadata
-        self._call = stub._stub.GenerateFed(request, metadata=metadata)
+    def __init__(self, stub: ResendingDecodeStub, method: str, request, metadata) -> None:
+        self._owner, self._method, self._request, self._metadata = stub, method, request, metadata
+        self._call = getattr(stub._stub, method)(request, metadata=metadata)
         self._cancelled = False
 
     def cancel(self) -> bool:
         self._cancelled = True
         return self._call.cancel()
+
+    def _resend_after(self, exc: grpc.aio.AioRpcError) -> None:
+        """Make the call again if `exc` refused the reference and nobody cancelled it; else raise."""
+        if self._cancelled or not not_held(role_error(exc)):
+            raise exc
+        self._call = self._owner._again(self._method, self._request, self._metadata)
+
+
+class _ResendingReply(_Resending):
+    """GenerateFed's call: awaited for its one reply; a "prompt not held" refusal is the call's status."""
+
+    def __init__(self, stub: ResendingDecodeStub, request, metadata) -> None:
+        super().__init__(stub, "GenerateFed", request, metadata)
 
     def __await__(self):
         return self._reply().__await__()
@@ -56,21 +69,13 @@ class _ResendingReply:
         try:
             return await self._call
         except grpc.aio.AioRpcError as exc:
-            if self._cancelled or not not_held(role_error(exc)):
-                raise
-        self._call = self._owner._again("GenerateFed", self._request, self._metadata)
+            self._resend_after(exc)
         return await self._call
 
 
-class _ResendingCall:
+class _ResendingCall(_Resending):
     def __init__(self, stub: ResendingDecodeStub, request, metadata) -> None:
-        self._owner, self._request, self._metadata = stub, request, metadata
-        self._call = stub._stub.Generate(request, metadata=metadata)
-        self._cancelled = False
-
-    def cancel(self) -> bool:
-        self._cancelled = True
-        return self._call.cancel()
+        super().__init__(stub, "Generate", request, metadata)
 
     def __aiter__(self) -> AsyncIterator[Any]:
         return self._events()
@@ -82,9 +87,7 @@ class _ResendingCall:
         except StopAsyncIteration:
             return
         except grpc.aio.AioRpcError as exc:
-            if self._cancelled or not not_held(role_error(exc)):
-                raise
-            self._call = self._owner._again("Generate", self._request, self._metadata)
+            self._resend_after(exc)
             events = self._call.__aiter__()
             try:
                 first = await events.__anext__()
