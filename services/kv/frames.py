@@ -3,9 +3,9 @@
 Wire format (docs/mesh.md §Frames): a 4-byte big-endian length, then a msgpack
 map {"v", "rid", "seq", "of", "crc", "data"}; the last frame of a transfer also
 carries its completion, {"ft", "t", "n", "eb", "rb"}: the first token, when
-prefill produced it, and the transfer's tokens, emulated and real bytes. The length is checked against MAX_FRAME_BYTES before a
-single payload byte is read, so a corrupt or hostile peer cannot make the
-receiver allocate more than that.
+prefill produced it, and the transfer's tokens, emulated and real bytes. The
+length is checked against MAX_FRAME_BYTES before a single payload byte is read,
+so a corrupt or hostile peer cannot make the receiver allocate more than that.
 """
 
 from __future__ import annotations

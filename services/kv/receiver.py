@@ -30,7 +30,7 @@ class TransferFailed(RuntimeError):
 class Transfer:
     request_id: str
     created: float
-    frames: int = -1  # unknown until announced
+    frames: int = -1  # unknown until a frame (its `of`) or an announce says
     real_bytes: int = 0
     emulated_bytes: int = 0
     first_token: int = -1

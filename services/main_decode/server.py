@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 from typing import Callable
 
-
 from services.instances import RoleProcess
 from services.kv.receiver import KvReceiver, ReceiverLimits, TransferTable
 from services.kv.shipper import KvRoutes, KvShipper
