@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import selectors
+import threading
 import time
 from contextlib import contextmanager
 from typing import Any, Iterator, Protocol
@@ -56,9 +57,13 @@ class _JumpingSelector:
         self._busy_turns = 0
 
     def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
-        if timeout == 0:  # callbacks are ready: they run first, real I/O is read every POLL_EVERY turns
+        if timeout is not None:
+            # Real I/O is read every POLL_EVERY turns, whether callbacks are ready or time is to
+            # jump: a simulation's only descriptor is the loop's wake-up pipe, and what another
+            # thread's call_soon_threadsafe schedules is in the ready queue before its byte is.
             self._busy_turns += 1
             if self._busy_turns < POLL_EVERY:
+                self._loop._jump_to_next_timer(timeout)
                 return []
         self._busy_turns = 0
         events = self._real.select(0)
@@ -67,7 +72,7 @@ class _JumpingSelector:
         if timeout is None:
             # No timer at all: only real I/O (another thread's call_soon_threadsafe) can wake the loop.
             return self._real.select(None)
-        self._loop._jump_to_next_timer()
+        self._loop._jump_to_next_timer(timeout)
         return []
 
     def __getattr__(self, name: str) -> Any:
@@ -86,13 +91,28 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
     def time(self) -> float:
         return self._virtual_now
 
-    def _jump_to_next_timer(self) -> None:
+    def _jump_to_next_timer(self, timeout: float) -> None:
         # _run_once has just dropped cancelled handles from the heap's head, so the head is
         # the next timer. Jump to its own `when` (not now + timeout): loop.time() equals it exactly.
+        # Nothing moves while a callback is ready, one another thread has added included.
         scheduled = self._scheduled  # type: ignore[attr-defined]
-        if scheduled and scheduled[0].when() > self._virtual_now:
+        if timeout and not self._ready and scheduled and scheduled[0].when() > self._virtual_now:  # type: ignore[attr-defined]
             self._virtual_now = scheduled[0].when()
             self.jumps += 1
+
+    def _asyncgen_finalizer_hook(self, agen: Any) -> None:
+        """An async generator dropped unfinished is closed by a task, as asyncio does, minus the wake-up.
+
+        asyncio schedules the close through call_soon_threadsafe, because the collector may
+        run in any thread; that writes the loop's wake-up pipe, a system call for every
+        request's abandoned generators. On the loop's own thread call_soon does the same.
+        """
+        if threading.get_ident() != self._thread_id:  # type: ignore[attr-defined]
+            super()._asyncgen_finalizer_hook(agen)  # type: ignore[misc]
+            return
+        self._asyncgens.discard(agen)  # type: ignore[attr-defined]
+        if not self.is_closed():
+            self.call_soon(self.create_task, agen.aclose())
 
 
 class VirtualClock:
