@@ -20,7 +20,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from services.engine.pool import InstancePool
-from services.engine.prefix_cache import block_hashes
+from services.engine.prompt_memo import RecentPrompts
 from services.engine.roofline import RooflineClock
 from services.engine.scheduler import Engine, EngineConfig, SequenceHandle
 from services.engine.sequence import EngineFull, FinishedEvent, Sequence, TokenEvent
@@ -93,8 +93,9 @@ class _EngineCollector:
 
 
 class RoleProcess:
-    def __init__(self, plan: MeshPlan, service: ServicePlan) -> None:
+    def __init__(self, plan: MeshPlan, service: ServicePlan, recent: RecentPrompts | None = None) -> None:
         self.plan, self.service = plan, service
+        self.recent = RecentPrompts() if recent is None else recent  # shared by a simulation's services
         self.engines = build_engines(plan, service)
         self.pool = InstancePool(self.engines)
         self.registry = CollectorRegistry()
@@ -122,16 +123,16 @@ class RoleProcess:
 
         A process hashes each prompt it receives once: its cache lookup, instance choice and
         engine admission all use these block hashes (a 64K-token prompt costs about 1.5 ms to
-        hash), and the fingerprint comes from the router (computed here only when a caller
-        sends none). ValueError for malformed ids, PromptNotHeld for a prompt not held.
+        hash), and a prompt that comes again soon is found in `recent` (services/engine/prompt_memo.py).
+        The fingerprint comes from the router (computed here only when a caller sends none). ValueError for malformed ids, PromptNotHeld for a prompt not held.
         """
         if isinstance(request, (pb.GenerateRequest, pb.PrefillRequest)) and request.HasField("held_prompt"):
             held = request.held_prompt
             return self.held.take(held.request_id, held.length, held.fingerprint)
         ids = unpack_ids(request.prompt_ids)
         self.prompts_hashed += 1
-        return Prompt(ids, block_hashes(ids, self.engines[0].block_size),
-                      request.prompt_fingerprint or prompt_fingerprint(ids))
+        fingerprint = request.prompt_fingerprint or prompt_fingerprint(ids)
+        return Prompt(ids, self.recent.hashes(ids, fingerprint, self.engines[0].block_size), fingerprint)
 
     @staticmethod
     def submit(engine: Engine, seq: Sequence) -> SequenceHandle:

@@ -18,6 +18,7 @@ from prometheus_client import CollectorRegistry
 
 from netem.schedule import load_schedule
 from netem.virtual import VirtualLink
+from services.engine.prompt_memo import RecentPrompts
 from services.instances import RoleProcess
 from services.kv.receiver import TransferTable
 from services.kv.shipper import Sender
@@ -69,6 +70,7 @@ class SimulatedMesh:
         self.links = {link.name: VirtualLink(real_link_config(link, scenario.byte_scale), seed=scenario.seed)
                       for link in plan.links}
         self.processes: dict[str, RoleProcess] = {}
+        self.recent = RecentPrompts()  # one process here: every service meets a prompt's hashes once
         self.servicers: dict[str, Any] = {}
         for service in plan.services:
             if service.role is not Role.ROUTER:
@@ -78,7 +80,7 @@ class SimulatedMesh:
     def build_service(self, name: str) -> None:
         """A fresh process and servicer for `name`, as its process has at start-up (a restart calls it again)."""
         service = self.plan.service(name)
-        process = self.processes[name] = RoleProcess(self.plan, service)
+        process = self.processes[name] = RoleProcess(self.plan, service, self.recent)
         routes = _Routes(self, name)
         if service.role is Role.PREFILL:
             self.servicers[name] = PrefillService(process, routes)

@@ -49,6 +49,8 @@ def test_each_hop_carries_the_prompt_once_and_each_process_hashes_it_once(monkey
         assert prompts["held_now"] == 0, service  # what a lookup left was taken by the call that named it
     assert counts == {"router fingerprints": 1}
     assert mesh.router.peers.resends.by_service == {}
+    # one process in a simulation: the three services' shared memo hashed the prompt once for all of them
+    assert (mesh.recent.misses, mesh.recent.hits) == (1, len(ROUTER_HOPS) - 1)
 
 
 def _forgetting(*services: str):
