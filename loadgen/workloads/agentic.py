@@ -53,7 +53,9 @@ class AgenticSession:
         self._rng = rng
         self._turns = turns
         self._turn = 0
-        self._cached: list[np.ndarray] = []  # every id sequence the server has seen from this session
+        # The id sequences the server has seen from this session, less any that a later one extends
+        # (_remember): at 64K tokens a turn, keeping all of them held gigabytes at the report's scale.
+        self._cached: list[np.ndarray] = []
         # The last prompt planned and its ids as an array: the next turn grows from it, and turning a
         # 64K-token list into an array again costs more than the rest of planning a turn.
         self._last: tuple[list[int], np.ndarray] | None = None
@@ -72,7 +74,7 @@ class AgenticSession:
             else np.asarray(previous_prompt, dtype=np.int64)
         conversation_ids = np.concatenate([prompt_ids, np.asarray(received_output_ids, dtype=np.int64)])
         if self._config.cache_outputs:
-            self._cached.append(conversation_ids)
+            self._remember(conversation_ids)
         self._turn += 1
         if self._turn >= self._turns:
             self.finished = True
@@ -104,13 +106,25 @@ class AgenticSession:
                 new = max(1, context - keep)
         return keep, new
 
+    def _remember(self, ids: np.ndarray) -> None:
+        """Keep `ids` for the hits of later turns, in place of the newest kept sequence if `ids` extends it.
+
+        A later prompt shares no more with a prefix of `ids` than with `ids` itself, so dropping that
+        prefix leaves every hit the same; what stays is one sequence per compaction of the history.
+        """
+        cached = self._cached
+        if cached and len(cached[-1]) <= len(ids) and common_prefix_length(ids, cached[-1]) == len(cached[-1]):
+            cached[-1] = ids
+        else:
+            cached.append(ids)
+
     def _plan(self, prompt: list[int], ids: np.ndarray, target: float | None, think_s: float) -> RequestPlan:
         reused = 0
         for seen in reversed(self._cached):  # the newest are the longest; one no longer than the best cannot beat it
             if len(seen) > reused:
                 reused = max(reused, common_prefix_length(ids, seen))
         hit = reused / len(prompt)
-        self._cached.append(ids)
+        self._remember(ids)
         self._last = (prompt, ids)
         self._workload.record_hit(hit)
         return RequestPlan(

@@ -50,6 +50,21 @@ def test_hit_rates_come_from_real_token_reuse():
     assert len(plans) <= planned.requests <= len(plans) + 4
 
 
+def test_a_session_keeps_no_sequence_that_a_later_one_extends():
+    # what the hits are measured against stays bounded by the history's compactions, not its turns;
+    # the hits themselves are those of the whole history (the test above)
+    source = workload("agentic:context=4K,initial=1K,output=20..60,turns=40,think=0")
+    session = source.new_session()
+    plan, turns = session.first_request(), 1
+    while (plan := session.next_turn(plan.prompt, offline_model_output(plan.prompt, plan.max_tokens))) is not None:
+        turns += 1
+    kept = [s.tolist() for s in session._cached]
+    assert turns == 40 and len(kept) < turns
+    for i, shorter in enumerate(kept):
+        for longer in kept[i + 1:]:
+            assert not (len(shorter) <= len(longer) and lcp(shorter, longer) == len(shorter))
+
+
 def test_next_turn_appends_the_received_output():
     source = workload("agentic:context=64K,initial=2K,output=30,turns=3,think=0,hits=0/0/0/0/0/0/1")
     session = source.new_session()
