@@ -1,10 +1,11 @@
 """`pdd-emu experiment NAME [--quick] [--seeds N] [--backend B] [--workers W] [--workload SPEC] [--resume]
-[--out DIR] [--json]`: reproduce one measurement.
+[--deployments-only] [--out DIR] [--json]`: reproduce one measurement.
 
 NAME is paper, bathtub, handoff, wan or economics (docs/results.md); --seeds, --backend (simulate, the default,
 or mesh), --workers (simulated points run in W processes of a local Ray), --workload (a Mooncake trace in
-place of the report's agentic workload) and --resume (start from the simulated points an earlier run left
-under OUT) are economics's. The report, figures
+place of the report's agentic workload), --resume (start from the simulated points an earlier run left
+under OUT) and --deployments-only (the three deployments' searches without the arms and the sensitivity)
+are economics's. The report, figures
 and result.json go to OUT/NAME; the table "paper | emulated | ratio" is
 printed, or with --json one JSON object of the headline figures.
 """
@@ -38,6 +39,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--resume", action="store_true",
                    help="economics: reuse the simulated points an earlier run of the same code and settings "
                         "stored under OUT/economics/runs/points")
+    p.add_argument("--deployments-only", action="store_true",
+                   help="economics: search the three deployments' knees and give the headline figures, without the "
+                        "iso-cost arms and the sensitivity cases (a ninth of the full run's searches)")
     p.add_argument("--out", type=Path, default=Path("out/experiments"), help="reports go to OUT/NAME")
     p.add_argument("--json", action="store_true", help="print only the headline figures, as one JSON object")
     p.set_defaults(func=cmd_experiment)
@@ -56,7 +60,8 @@ def cmd_experiment(args: argparse.Namespace) -> int:
         (lambda line: print(line, flush=True))
     for flag, value, default in (("--seeds", args.seeds, 1), ("--backend", args.backend, None),
                                  ("--workers", args.workers, 1), ("--workload", args.workload, None),
-                                 ("--resume", args.resume, False)):
+                                 ("--resume", args.resume, False),
+                                 ("--deployments-only", args.deployments_only, False)):
         if value != default and args.name not in SEEDED:
             fail(f"{flag} applies to {', '.join(SEEDED)} only, not to {args.name}")
     if args.name == "economics":
@@ -64,11 +69,12 @@ def cmd_experiment(args: argparse.Namespace) -> int:
 
         try:
             check_options(args.quick, args.seeds, args.backend or "simulate", args.workers, args.workload,
-                          args.resume)
+                          args.resume, args.deployments_only)
         except ValueError as exc:
             fail(str(exc))
     result = asyncio.run(run_experiment(args.name, args.quick, args.out / args.name, log, args.seeds,
-                                        args.backend or "simulate", args.workers, args.workload, args.resume))
+                                        args.backend or "simulate", args.workers, args.workload, args.resume,
+                                        args.deployments_only))
     if args.json:
         print(json.dumps(result.headline))
     else:

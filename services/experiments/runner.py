@@ -61,27 +61,28 @@ async def _wan(quick: bool, out: Path, log: Log) -> ExperimentResult:
 
 
 async def _economics(quick: bool, out: Path, log: Log, seeds: int = 1, backend: str = "simulate",
-                     workers: int = 1, workload: str | None = None, resume: bool = False) -> ExperimentResult:
+                     workers: int = 1, workload: str | None = None, resume: bool = False,
+                     deployments_only: bool = False) -> ExperimentResult:
     from services.experiments.economics.experiment import economics_experiment
 
-    return await economics_experiment(quick, out, log, seeds, backend, workers, workload, resume)
+    return await economics_experiment(quick, out, log, seeds, backend, workers, workload, resume, deployments_only)
 
 
 EXPERIMENTS: dict[str, Callable[..., Awaitable[ExperimentResult]]] = {
     "paper": _paper, "bathtub": _bathtub, "handoff": _handoff, "wan": _wan, "economics": _economics,
 }
-SEEDED = ("economics",)  # the experiments that take --seeds, --backend, --workers, --workload and --resume
+SEEDED = ("economics",)  # the experiments that take --seeds, --backend, --workers, --workload, --resume, ...
 
 
 async def run_experiment(name: str, quick: bool, out: Path, log: Log = print, seeds: int = 1,
                          backend: str = "simulate", workers: int = 1, workload: str | None = None,
-                         resume: bool = False) -> ExperimentResult:
+                         resume: bool = False, deployments_only: bool = False) -> ExperimentResult:
     if name not in EXPERIMENTS:
         raise ValueError(f"unknown experiment {name!r}; choose one of {', '.join(EXPERIMENTS)}")
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     options = {"seeds": seeds, "backend": backend, "workers": workers, "workload": workload,
-               "resume": resume} if name in SEEDED else {}
+               "resume": resume, "deployments_only": deployments_only} if name in SEEDED else {}
     result = await EXPERIMENTS[name](quick, out, log, **options)
     result.wall_s = time.monotonic() - started
     (out / "result.json").write_text(json.dumps({"headline": result.headline, "quick": quick,

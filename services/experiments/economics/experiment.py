@@ -45,8 +45,11 @@ QUICK_WARMUP_S, QUICK_MEASURE_S = 30.0, 60.0  # emulated: a mini point's warm-up
 BACKENDS = ("simulate", "mesh")
 
 
-def check_options(quick: bool, seeds: int, backend: str, workers: int, workload: str | None, resume: bool) -> None:
+def check_options(quick: bool, seeds: int, backend: str, workers: int, workload: str | None, resume: bool,
+                  deployments_only: bool = False) -> None:
     """ValueError naming the first option this experiment cannot take (the CLI's exit-2 message)."""
+    if deployments_only and quick:
+        raise ValueError("--deployments-only trims the full run; --quick already searches the deployments only")
     if seeds < 1:
         raise ValueError(f"--seeds must be at least 1, got {seeds}")
     if backend not in BACKENDS:
@@ -99,9 +102,9 @@ def workload_plan(quick: bool, workload: str | None, seeds: tuple[int, ...]) -> 
 
 
 async def economics_experiment(quick: bool, out: Path, log=print, seeds: int = 1, backend: str = "simulate",
-                               workers: int = 1, workload: str | None = None, resume: bool = False
-                               ) -> ExperimentResult:
-    check_options(quick, seeds, backend, workers, workload, resume)
+                               workers: int = 1, workload: str | None = None, resume: bool = False,
+                               deployments_only: bool = False) -> ExperimentResult:
+    check_options(quick, seeds, backend, workers, workload, resume, deployments_only)
     seed_list = tuple(range(seeds))
     runner = _runner(backend, quick, out / "runs", workers, resume)
     presets, plan = (MINI if quick else DEPLOYMENTS), workload_plan(quick, workload, seed_list)
@@ -109,7 +112,7 @@ async def economics_experiment(quick: bool, out: Path, log=print, seeds: int = 1
         + (f"; {workers} workers" if workers > 1 else ""))
     base = run_method(runner, {k: load_scenario(v) for k, v in presets.items()}, plan, log)
     try:
-        if quick:
+        if quick or deployments_only:
             outcome, arms, moved = await base, None, []
         else:
             arms_run = run_method(runner, {ARM_KEYS[a.key]: a.scenario() for a in ARMS}, plan, log)
