@@ -3,7 +3,8 @@
 1. Each deployment's knee: a grid of given loads (short runs) or the bisection
    to 2% (search.py), per seed; the max goodput is the mean over seeds.
 2. The reference load is the baseline's highest load within SLA (first seed);
-   TTFTs are compared there, as the report compares its deployments at one load.
+   TTFTs are compared there, as the report compares its deployments at one load
+   (a deployment whose search did not run that load runs one point there).
 3. Cost, BCR and the headline figures (figures.py); the validity checks at
    every knee (validity.py).
 """
@@ -61,12 +62,19 @@ async def knee_of(runner: LoadPointRunner, scenario: Scenario, plan: Plan, seed:
                              integral=plan.integral, smallest=plan.smallest)
 
 
-def _at(knee: Knee, load: float | None) -> PointResult | None:
-    """The point at `load`, or the nearest one below it (the nearest above when none is below)."""
-    if load is None or not knee.points:
+async def _at(runner: LoadPointRunner, scenario: Scenario, plan: Plan, knee: Knee, load: float | None
+              ) -> PointResult | None:
+    """The deployment's point at `load`: the one its search ran there, else one run there now.
+
+    A bisection visits loads of its own, so another deployment's knee is seldom among them; a
+    point at a nearby load would compare TTFTs at unequal loads, near a knee far apart.
+    """
+    if load is None:
         return None
-    below = [p for p in knee.points if p.load <= load]
-    return max(below, key=lambda p: p.load) if below else min(knee.points, key=lambda p: p.load)
+    for point in knee.points:
+        if point.load == load:
+            return point
+    return await runner.run_point(scenario, plan.workload, load, plan.seeds[0])
 
 
 async def run_method(runner: LoadPointRunner, scenarios: dict[str, Scenario], plan: Plan, log=print) -> Outcome:
@@ -89,8 +97,13 @@ async def run_method(runner: LoadPointRunner, scenarios: dict[str, Scenario], pl
     knees = {key: OverSeeds(tuple(k for (k_key, _), k in zip(searches, found) if k_key == key)) for key in scenarios}
     base_knee = knees["pd-intra"].knees[0].at_knee()
     reference = base_knee.load if base_knee else None
-    deployments = {key: Deployment(key, scenarios[key], over.mean, _at(over.knees[0], reference),
-                                   over.knees[0].at_knee()) for key, over in knees.items()}
+    at_reference = [_at(runner, scenarios[key], plan, over.knees[0], reference) for key, over in knees.items()]
+    if getattr(runner, "parallel", False):
+        points = await asyncio.gather(*at_reference)
+    else:
+        points = [await point for point in at_reference]
+    deployments = {key: Deployment(key, scenarios[key], over.mean, point, over.knees[0].at_knee())
+                   for (key, over), point in zip(knees.items(), points)}
     figures = headline(deployments["pd-intra"], deployments["pd-cross"], deployments["pdd"])
     checks = {key: [v.line() for v in verdicts(d.knee.stats)] if d.knee else ["no load within SLA"]
               for key, d in deployments.items()}

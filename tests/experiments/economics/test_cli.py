@@ -46,6 +46,13 @@ def test_workers_must_be_positive_and_simulated(tmp_path):
     assert proc.returncode == 2 and "--workers applies to economics only" in proc.stderr
 
 
+def test_deployments_only_trims_the_full_run_of_economics_only(tmp_path):
+    proc = _experiment(tmp_path, "economics", "--quick", "--deployments-only")
+    assert proc.returncode == 2 and "--quick already searches the deployments only" in proc.stderr
+    proc = _experiment(tmp_path, "paper", "--quick", "--deployments-only")
+    assert proc.returncode == 2 and "--deployments-only applies to economics only" in proc.stderr
+
+
 @pytest.mark.slow
 @pytest.mark.integration
 @pytest.mark.parametrize("backend", ["simulate", "mesh"])

@@ -47,6 +47,27 @@ def test_full_run_runs_every_arm_and_parameter_and_draws_the_tornado(tmp_path, m
     assert {p.name for p in result.images} >= {"goodput.png", "arms_bcr.png", "tornado.png"}
 
 
+def test_deployments_only_searches_the_three_deployments_and_no_arm_or_case(tmp_path, monkeypatch):
+    asked = []
+
+    class Recording(ScenarioDrivenBackend):
+        async def run_point(self, scenario, workload, load, seed):
+            asked.append(scenario.name)
+            return await super().run_point(scenario, workload, load, seed)
+
+    monkeypatch.setattr(experiment, "_runner", lambda *_: Recording())
+    (tmp_path / "full").mkdir()
+    (tmp_path / "only").mkdir()
+    full = asyncio.run(experiment.economics_experiment(False, tmp_path / "full", log=lambda line: None))
+    alone = len(asked)
+    asked.clear()
+    result = asyncio.run(experiment.economics_experiment(False, tmp_path / "only", log=lambda line: None,
+                                                         deployments_only=True))
+    assert set(asked) == set(experiment.DEPLOYMENTS.values()) and len(asked) < alone / 5
+    assert result.headline == full.headline  # the same searches give the same figures
+    assert "arms" not in result.data and "tornado" not in result.data
+
+
 def test_a_trace_searches_replay_speeds_and_keeps_its_own_shape(tmp_path, monkeypatch):
     asked = []
 

@@ -48,3 +48,22 @@ def test_figures_follow_from_the_knees_and_satisfy_the_bcr_identity():
     summary = outcome.summary()
     assert summary["pdd"]["method"] == "bisection" and summary["pdd"]["bounded"]
     assert len(summary["pdd"]["max_goodput_rps"]["seeds"]) == 2
+
+
+def test_ttfts_are_compared_at_the_baseline_knee_load_itself():
+    scenarios = {key: load_scenario(f"{key}-mini") for key in KNEES}
+    asked: list[tuple[str, float]] = []
+
+    class Recording(SyntheticBackend):
+        async def run_point(self, scenario, workload, load, seed):
+            asked.append((scenario.name.removesuffix("-mini"), load))
+            return await super().run_point(scenario, workload, load, seed)
+
+    outcome = asyncio.run(run_method(Recording(), scenarios, Plan("agentic", first_load=8.0), log=lambda line: None))
+    reference = outcome.deployments["pd-intra"].reference.load
+    assert reference == outcome.knees["pd-intra"].knees[0].at_knee().load
+    for key, deployment in outcome.deployments.items():
+        assert deployment.reference.load == reference, key  # not the nearest load its own search ran
+        assert asked.count((key, reference)) == 1, key  # run once: by its search, or for the comparison
+    searched = {p.load for p in outcome.knees["pd-cross"].knees[0].points}
+    assert reference not in searched  # this case needs the extra point: the knees differ
