@@ -95,8 +95,8 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         # _run_once has just dropped cancelled handles from the heap's head, so the head is
         # the next timer. Jump to its own `when` (not now + timeout): loop.time() equals it exactly.
         # Nothing moves while a callback is ready, one another thread has added included.
-        scheduled = self._scheduled  # type: ignore[attr-defined]
-        if timeout and not self._ready and scheduled and scheduled[0].when() > self._virtual_now:  # type: ignore[attr-defined]
+        scheduled, ready = self._scheduled, self._ready  # type: ignore[attr-defined]
+        if timeout and not ready and scheduled and scheduled[0].when() > self._virtual_now:
             self._virtual_now = scheduled[0].when()
             self.jumps += 1
 

@@ -19,7 +19,7 @@ async def test_a_lookup_hashes_the_prompt_once_and_the_call_naming_it_takes_it_a
     plan = build_plan(load_scenario("pd-intra-mini", ()))
     process = RoleProcess(plan, plan.service("decode"))
     calls = []
-    monkeypatch.setattr("services.instances.block_hashes", lambda ids, size: calls.append(len(ids)) or
+    monkeypatch.setattr("services.engine.prompt_memo.block_hashes", lambda ids, size: calls.append(len(ids)) or
                         block_hashes(ids, size))
     ids = np.arange(100, 1100)
     fingerprint = prompt_fingerprint(ids)
@@ -34,6 +34,10 @@ async def test_a_lookup_hashes_the_prompt_once_and_the_call_naming_it_takes_it_a
     with pytest.raises(PromptNotHeld, match="prompt not held"):
         process.prompt(named)  # taken by the call that named it
     assert process.stats()["prompts"]["hashed"] == 1
+    # the same ids again, under another request: found among the recent prompts, not hashed again
+    again = process.prompt(pb.GenerateRequest(request_id="r2", prompt_ids=pack_ids(ids),
+                                              prompt_fingerprint=fingerprint))
+    assert calls == [1000] and again.hashes == prompt.hashes
 
 
 async def test_a_call_naming_another_prompt_under_the_same_id_is_refused_not_served(monkeypatch):
