@@ -102,7 +102,7 @@ class RoleProcess:
         self.registry.register(_EngineCollector(self.engines, service.name, plan.scenario.model))
         self.draining = False
         self.held = HeldPrompts()
-        self.prompts_hashed = 0  # prompts received as ids and hashed here
+        self.prompts_hashed = 0  # prompts received as ids, hashed here or found in `recent`
 
     def load(self) -> float:
         """The tighter of two limits: sequences admitted or waiting against the running cap, and KV
@@ -124,7 +124,8 @@ class RoleProcess:
         A process hashes each prompt it receives once: its cache lookup, instance choice and
         engine admission all use these block hashes (a 64K-token prompt costs about 1.5 ms to
         hash), and a prompt that comes again soon is found in `recent` (services/engine/prompt_memo.py).
-        The fingerprint comes from the router (computed here only when a caller sends none). ValueError for malformed ids, PromptNotHeld for a prompt not held.
+        The fingerprint comes from the router (computed here only when a caller sends none).
+        ValueError for malformed ids, PromptNotHeld for a prompt not held.
         """
         if isinstance(request, (pb.GenerateRequest, pb.PrefillRequest)) and request.HasField("held_prompt"):
             held = request.held_prompt

@@ -17,9 +17,9 @@ import numpy as np
 
 from services.engine.block_hashes import block_hashes
 
-# A simulation at the report's 80 req/s meets a prompt again within a second at the services that
-# look it up together; 256 prompts is several seconds of arrivals. At 64K tokens an entry holds
-# 256 KiB of int32 ids (shared with the request, not copied) and about 150 KiB of hashes.
+# The services that look a prompt up together meet it within milliseconds of one another; 256
+# prompts is seconds of arrivals at tens of requests a second. At 64K tokens an entry holds 256 KiB
+# of uint32 ids (the received buffer itself, not a copy) and about 150 KiB of hashes.
 RECENT_PROMPTS = 256
 
 

@@ -63,7 +63,8 @@ class _JumpingSelector:
             # thread's call_soon_threadsafe schedules is in the ready queue before its byte is.
             self._busy_turns += 1
             if self._busy_turns < POLL_EVERY:
-                self._loop._jump_to_next_timer(timeout)
+                if timeout:
+                    self._loop._jump_to_next_timer()
                 return []
         self._busy_turns = 0
         events = self._real.select(0)
@@ -72,7 +73,7 @@ class _JumpingSelector:
         if timeout is None:
             # No timer at all: only real I/O (another thread's call_soon_threadsafe) can wake the loop.
             return self._real.select(None)
-        self._loop._jump_to_next_timer(timeout)
+        self._loop._jump_to_next_timer()
         return []
 
     def __getattr__(self, name: str) -> Any:
@@ -91,12 +92,12 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
     def time(self) -> float:
         return self._virtual_now
 
-    def _jump_to_next_timer(self, timeout: float) -> None:
+    def _jump_to_next_timer(self) -> None:
         # _run_once has just dropped cancelled handles from the heap's head, so the head is
         # the next timer. Jump to its own `when` (not now + timeout): loop.time() equals it exactly.
         # Nothing moves while a callback is ready, one another thread has added included.
         scheduled, ready = self._scheduled, self._ready  # type: ignore[attr-defined]
-        if timeout and not ready and scheduled and scheduled[0].when() > self._virtual_now:
+        if not ready and scheduled and scheduled[0].when() > self._virtual_now:
             self._virtual_now = scheduled[0].when()
             self.jumps += 1
 

@@ -11,9 +11,7 @@ is the cross-check between them (docs/results.md, "Economics").
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
-from typing import Awaitable
 
 from loadgen.spec import parse_spec, spec_string
 from loadgen.workloads import MooncakeConfig
@@ -25,7 +23,7 @@ from services.experiments.economics.figures import identity_gap
 from services.experiments.economics.loadpoint import LoadPointRunner
 from services.experiments.economics.memo import PointMemo
 from services.experiments.economics.meshpoint import MeshPoints
-from services.experiments.economics.method import Outcome, Plan, run_method
+from services.experiments.economics.method import Outcome, Plan, run_method, together
 from services.experiments.economics.sensitivity import PARAMETERS, tornado
 from services.experiments.economics.simpoint import SimulatedPoints
 from services.experiments.runner import ExperimentResult
@@ -118,7 +116,7 @@ async def economics_experiment(quick: bool, out: Path, log=print, seeds: int = 1
             arms_run = run_method(runner, {ARM_KEYS[a.key]: a.scenario() for a in ARMS}, plan, log)
             cases = sensitivity_cases(plan)
             # Every search at once on a parallel runner: the points queue for its workers (method.py).
-            outcome, arms, *moved = await _together(runner, [base, arms_run, *(
+            outcome, arms, *moved = await together(runner, [base, arms_run, *(
                 run_method(runner, scenarios, case_plan, log) for _, _, scenarios, case_plan in cases)])
     finally:
         close = getattr(runner, "close", None)
@@ -145,13 +143,6 @@ async def economics_experiment(quick: bool, out: Path, log=print, seeds: int = 1
 
 
 ARM_KEYS = {"baseline": "pd-intra", "pdd-b-tp8": "pdd-b-tp8", "pdd-b-tp16-dp": "pdd", "pd-cross-b": "pd-cross"}
-
-
-async def _together(runner: LoadPointRunner, jobs: list[Awaitable]) -> list:
-    """The jobs' results in order: all at once on a parallel runner, else one after another."""
-    if getattr(runner, "parallel", False):
-        return list(await asyncio.gather(*jobs))
-    return [await job for job in jobs]
 
 
 def sensitivity_cases(plan: Plan) -> list[tuple[str, int, dict[str, Scenario], Plan]]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from typing import Awaitable
 
 from services.experiments.economics.figures import Deployment, headline
 from services.experiments.economics.loadpoint import LoadPointRunner, PointResult
@@ -62,6 +63,13 @@ async def knee_of(runner: LoadPointRunner, scenario: Scenario, plan: Plan, seed:
                              integral=plan.integral, smallest=plan.smallest)
 
 
+async def together(runner: LoadPointRunner, jobs: list[Awaitable]) -> list:
+    """The jobs' results in order: all at once on a `parallel` runner, else one after another."""
+    if getattr(runner, "parallel", False):
+        return list(await asyncio.gather(*jobs))
+    return [await job for job in jobs]
+
+
 async def _at(runner: LoadPointRunner, scenario: Scenario, plan: Plan, knee: Knee, load: float | None
               ) -> PointResult | None:
     """The deployment's point at `load`: the one its search ran there, else one run there now.
@@ -90,18 +98,12 @@ async def run_method(runner: LoadPointRunner, scenarios: dict[str, Scenario], pl
         return knee
 
     searches = [(key, seed) for key in scenarios for seed in plan.seeds]
-    if getattr(runner, "parallel", False):
-        found = await asyncio.gather(*(search(key, seed) for key, seed in searches))
-    else:
-        found = [await search(key, seed) for key, seed in searches]
+    found = await together(runner, [search(key, seed) for key, seed in searches])
     knees = {key: OverSeeds(tuple(k for (k_key, _), k in zip(searches, found) if k_key == key)) for key in scenarios}
     base_knee = knees["pd-intra"].knees[0].at_knee()
     reference = base_knee.load if base_knee else None
-    at_reference = [_at(runner, scenarios[key], plan, over.knees[0], reference) for key, over in knees.items()]
-    if getattr(runner, "parallel", False):
-        points = await asyncio.gather(*at_reference)
-    else:
-        points = [await point for point in at_reference]
+    points = await together(runner, [_at(runner, scenarios[key], plan, over.knees[0], reference)
+                                     for key, over in knees.items()])
     deployments = {key: Deployment(key, scenarios[key], over.mean, point, over.knees[0].at_knee())
                    for (key, over), point in zip(knees.items(), points)}
     figures = headline(deployments["pd-intra"], deployments["pd-cross"], deployments["pdd"])
