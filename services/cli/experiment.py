@@ -41,7 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "stored under OUT/economics/runs/points")
     p.add_argument("--deployments-only", action="store_true",
                    help="economics: search the three deployments' knees and give the headline figures, without the "
-                        "iso-cost arms and the sensitivity cases (a ninth of the full run's searches)")
+                        "iso-cost arms and the sensitivity cases (3 of the full run's 21 searches)")
     p.add_argument("--out", type=Path, default=Path("out/experiments"), help="reports go to OUT/NAME")
     p.add_argument("--json", action="store_true", help="print only the headline figures, as one JSON object")
     p.set_defaults(func=cmd_experiment)

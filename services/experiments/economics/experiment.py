@@ -11,6 +11,9 @@ is the cross-check between them (docs/results.md, "Economics").
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable
+from dataclasses import replace
 from pathlib import Path
 
 from loadgen.spec import parse_spec, spec_string
@@ -39,6 +42,8 @@ QUICK_LOADS = (4.0, 12.0)
 # is the sample trace (loadgen/samples) at a quarter and half speed, where pd-intra-mini is near its knee.
 FIRST_SPEED, SLOWEST_SPEED, QUICK_SPEEDS = 6.0, 1 / 16, (0.25, 0.5)
 TORNADO_FIGURE = "bcr_gain"
+TORNADO_DEPLOYMENTS = ("pd-intra", "pdd")  # what TORNADO_FIGURE compares: a case searches these two only
+WARM_FACTOR = 1.08  # an arm's or case's search steps 8% from the base knee: two halvings then reach 2%
 QUICK_WARMUP_S, QUICK_MEASURE_S = 30.0, 60.0  # emulated: a mini point's warm-up and window in the simulator
 BACKENDS = ("simulate", "mesh")
 
@@ -108,16 +113,13 @@ async def economics_experiment(quick: bool, out: Path, log=print, seeds: int = 1
     presets, plan = (MINI if quick else DEPLOYMENTS), workload_plan(quick, workload, seed_list)
     log(f"economics on the {runner.backend} backend: {', '.join(presets.values())}; seeds {list(seed_list)}"
         + (f"; {workers} workers" if workers > 1 else ""))
-    base = run_method(runner, {k: load_scenario(v) for k, v in presets.items()}, plan, log)
+    base = asyncio.ensure_future(run_method(runner, {k: load_scenario(v) for k, v in presets.items()}, plan, log))
     try:
         if quick or deployments_only:
             outcome, arms, moved = await base, None, []
         else:
-            arms_run = run_method(runner, {ARM_KEYS[a.key]: a.scenario() for a in ARMS}, plan, log)
             cases = sensitivity_cases(plan)
-            # Every search at once on a parallel runner: the points queue for its workers (method.py).
-            outcome, arms, *moved = await together(runner, [base, arms_run, *(
-                run_method(runner, scenarios, case_plan, log) for _, _, scenarios, case_plan in cases)])
+            outcome, (arms, moved) = await together(runner, [base, _after_base(runner, base, plan, cases, log)])
     finally:
         close = getattr(runner, "close", None)
         if close is not None:
@@ -145,8 +147,30 @@ async def economics_experiment(quick: bool, out: Path, log=print, seeds: int = 1
 ARM_KEYS = {"baseline": "pd-intra", "pdd-b-tp8": "pdd-b-tp8", "pdd-b-tp16-dp": "pdd", "pd-cross-b": "pd-cross"}
 
 
+async def _after_base(runner: LoadPointRunner, base: Awaitable[Outcome], plan: Plan, cases: list, log
+                      ) -> tuple[Outcome, list[Outcome]]:
+    """The arms' and every sensitivity case's outcome, each search started at its deployment's base knee.
+
+    An arm or a case moves a knee by tens of percent at most, so a search that starts there
+    and steps by WARM_FACTOR brackets it in a few points near the knee, and one that moves it
+    not at all (the arms that are the deployments, the price cases) in the base's own two.
+    Every search runs at once on a parallel runner: the points queue for its workers.
+    """
+    knees = (await base).knees
+    knees = {**knees, "pdd-b-tp8": knees["pdd"]}  # PDD with another main-decode layout starts at PDD's knee
+    arms = run_method(runner, {ARM_KEYS[a.key]: a.scenario() for a in ARMS},
+                      replace(plan.warm(knees, WARM_FACTOR), compare_ttfts=False), log)
+    arms, *moved = await together(runner, [arms, *(run_method(runner, scenarios, case_plan.warm(knees, WARM_FACTOR),
+                                                                log) for _, _, scenarios, case_plan in cases)])
+    return arms, moved
+
+
 def sensitivity_cases(plan: Plan) -> list[tuple[str, int, dict[str, Scenario], Plan]]:
-    """(parameter, 0 for its low case or 1 for its high, the deployments, the plan) of every case."""
+    """(parameter, 0 for its low case or 1 for its high, the deployments, the plan) of every case.
+
+    A case runs the two deployments its figure (TORNADO_FIGURE, PDD against the baseline)
+    compares, and no TTFT comparison: cross-DC PD and the reference load are the base run's.
+    """
     cases = []
     for parameter in PARAMETERS:
         for index, case in enumerate((parameter.low, parameter.high)):
@@ -154,9 +178,10 @@ def sensitivity_cases(plan: Plan) -> list[tuple[str, int, dict[str, Scenario], P
                 continue
             if case.workload_option is not None and not plan.integral:
                 continue  # the agentic workload's shape (hit mix, output length): a trace has its own
-            scenarios = {key: load_scenario(preset, case.scenario_overrides(load_scenario(preset)))
-                         for key, preset in DEPLOYMENTS.items()}
-            cases.append((parameter.name, index, scenarios, Plan(case.workload(plan.workload), plan.seeds)))
+            scenarios = {key: load_scenario(DEPLOYMENTS[key], case.scenario_overrides(load_scenario(DEPLOYMENTS[key])))
+                         for key in TORNADO_DEPLOYMENTS}
+            cases.append((parameter.name, index, scenarios,
+                          replace(plan, workload=case.workload(plan.workload), compare_ttfts=False)))
     return cases
 
 

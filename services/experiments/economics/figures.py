@@ -42,10 +42,11 @@ def _gain(a: float | None, b: float | None) -> float | None:
     return None if a is None or not b else a / b - 1
 
 
-def headline(intra: Deployment, cross: Deployment, pdd: Deployment) -> dict[str, float | None]:
-    """The figures `experiment economics --json` prints (PDD against the baseline, its TTFT against cross-DC PD)."""
+def headline(intra: Deployment, cross: Deployment | None, pdd: Deployment) -> dict[str, float | None]:
+    """The figures `experiment economics --json` prints (PDD against the baseline, its TTFT against cross-DC PD;
+    None without cross-DC PD)."""
     p99_pdd = pdd.reference.ttft_s.p99 if pdd.reference else None
-    p99_cross = cross.reference.ttft_s.p99 if cross.reference else None
+    p99_cross = cross.reference.ttft_s.p99 if cross and cross.reference else None
     stats = pdd.knee.stats if pdd.knee else None
     return {
         "ttft_p99_reduction": None if p99_pdd is None or not p99_cross else 1 - p99_pdd / p99_cross,

@@ -12,13 +12,14 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Awaitable
 
 from services.experiments.economics.figures import Deployment, headline
 from services.experiments.economics.loadpoint import LoadPointRunner, PointResult
 from services.experiments.economics.search import Knee, OverSeeds, bisect_knee, grid, grid_of
 from services.experiments.economics.validity import verdicts
+from services.experiments.goodput import THRESHOLD
 from services.scenario import Scenario
 
 
@@ -30,6 +31,20 @@ class Plan:
     first_load: float = 32.0
     integral: bool = True  # loads are agents; False: a trace's replay speed
     smallest: float = 1.0  # the bisection halves no lower than this
+    # per deployment, a knee found before: its last passing and first failing load (None: none failed)
+    starts: dict[str, tuple[float, float | None]] = field(default_factory=dict)
+    factor: float = 2.0  # the bisection's step while it brackets the knee, from a start (search.py)
+    compare_ttfts: bool = True  # run every deployment at the baseline's knee load to compare TTFTs there
+
+    def warm(self, knees: dict[str, OverSeeds], factor: float) -> Plan:
+        """This plan started at each deployment's knee in `knees` (found before), stepping by `factor`."""
+        starts = {}
+        for key, over in knees.items():
+            knee = over.knees[0].at_knee()
+            if knee is not None:
+                above = [p.load for p in over.knees[0].points if p.load > knee.load and p.attainment < THRESHOLD]
+                starts[key] = (knee.load, min(above, default=None))
+        return replace(self, starts=starts, factor=factor)
 
 
 @dataclass
@@ -53,14 +68,16 @@ class Outcome:
                 for key, d in self.deployments.items()}
 
 
-async def knee_of(runner: LoadPointRunner, scenario: Scenario, plan: Plan, seed: int) -> Knee:
+async def knee_of(runner: LoadPointRunner, scenario: Scenario, plan: Plan, seed: int, key: str = "") -> Knee:
     if plan.loads is not None:
         many = getattr(runner, "run_grid", None)  # a backend that runs a whole grid in one go
         if many is not None:
             return grid_of(await many(scenario, plan.workload, plan.loads, seed))
         return await grid(lambda load: runner.run_point(scenario, plan.workload, load, seed), plan.loads)
-    return await bisect_knee(lambda load: runner.run_point(scenario, plan.workload, load, seed), plan.first_load,
-                             integral=plan.integral, smallest=plan.smallest)
+    first, then = plan.starts.get(key, (plan.first_load, None))
+    return await bisect_knee(lambda load: runner.run_point(scenario, plan.workload, load, seed), first,
+                             integral=plan.integral, smallest=plan.smallest,
+                             factor=plan.factor if key in plan.starts else 2.0, then=then)
 
 
 async def together(runner: LoadPointRunner, jobs: list[Awaitable]) -> list:
@@ -86,13 +103,13 @@ async def _at(runner: LoadPointRunner, scenario: Scenario, plan: Plan, knee: Kne
 
 
 async def run_method(runner: LoadPointRunner, scenarios: dict[str, Scenario], plan: Plan, log=print) -> Outcome:
-    """`scenarios` holds "pd-intra", "pd-cross" and "pdd" (and any other arms) by key.
+    """`scenarios` holds "pd-intra" and "pdd", and "pd-cross" for the TTFT figure (and any other arms) by key.
 
     A `parallel` runner is asked for every deployment's and seed's search at once (each search is
     itself one point after another); any other runs them in turn (a mesh point owns the machine).
     """
     async def search(key: str, seed: int) -> Knee:
-        knee = await knee_of(runner, scenarios[key], plan, seed)
+        knee = await knee_of(runner, scenarios[key], plan, seed, key)
         log(f"  {key} seed {seed}: " + ", ".join(f"{p.load:g}: {p.attainment:.0%}" for p in knee.points)
             + f" -> {knee.goodput_rps if knee.goodput_rps is None else round(knee.goodput_rps, 3)} req/s")
         return knee
@@ -101,12 +118,12 @@ async def run_method(runner: LoadPointRunner, scenarios: dict[str, Scenario], pl
     found = await together(runner, [search(key, seed) for key, seed in searches])
     knees = {key: OverSeeds(tuple(k for (k_key, _), k in zip(searches, found) if k_key == key)) for key in scenarios}
     base_knee = knees["pd-intra"].knees[0].at_knee()
-    reference = base_knee.load if base_knee else None
+    reference = base_knee.load if base_knee and plan.compare_ttfts else None
     points = await together(runner, [_at(runner, scenarios[key], plan, over.knees[0], reference)
                                      for key, over in knees.items()])
     deployments = {key: Deployment(key, scenarios[key], over.mean, point, over.knees[0].at_knee())
                    for (key, over), point in zip(knees.items(), points)}
-    figures = headline(deployments["pd-intra"], deployments["pd-cross"], deployments["pdd"])
+    figures = headline(deployments["pd-intra"], deployments.get("pd-cross"), deployments["pdd"])
     checks = {key: [v.line() for v in verdicts(d.knee.stats)] if d.knee else ["no load within SLA"]
               for key, d in deployments.items()}
     return Outcome(knees, deployments, figures, checks)

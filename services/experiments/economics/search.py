@@ -47,10 +47,16 @@ def _knee(method: str, points: list[PointResult], converged: bool) -> Knee:
 
 
 async def bisect_knee(run: RunPoint, first: float, tolerance: float = TOLERANCE, integral: bool = False,
-                      max_points: int = MAX_POINTS, smallest: float = 1.0) -> Knee:
-    """Double (or halve) from `first` until the 90% crossing is bracketed, then halve the bracket to `tolerance`.
+                      max_points: int = MAX_POINTS, smallest: float = 1.0, factor: float = 2.0,
+                      then: float | None = None) -> Knee:
+    """Step up (or down) by `factor` from `first` until the 90% crossing is bracketed, then halve the bracket
+    to `tolerance`.
 
-    `integral` loads (agents) stop once the bracket is one apart.
+    A search warm-started at a knee already found (a sensitivity case's base deployment's) starts
+    at its last passing load, tries `then` (its first failing one) if that passes, and steps by a
+    small `factor`: where the case changes nothing the knee's two points are the whole search,
+    and elsewhere the bracket starts narrow, so fewer halvings follow.
+    `integral` loads (agents) also stop once the bracket is one apart.
     """
     points: list[PointResult] = []
 
@@ -67,12 +73,12 @@ async def bisect_knee(run: RunPoint, first: float, tolerance: float = TOLERANCE,
             low = point.load
             if high is not None:
                 break
-            load = point.load * 2
+            load = then if then is not None and len(points) == 1 else _step(point.load, factor, integral)
         else:
             high = point.load
             if low is not None or point.load <= smallest:
                 break
-            load = max(smallest, point.load / 2)
+            load = max(smallest, _step(point.load, 1 / factor, integral))
     if low is None or high is None:
         return _knee("bisection", points, False)
     while len(points) < max_points and not _narrow(low, high, tolerance, integral):
@@ -84,8 +90,16 @@ async def bisect_knee(run: RunPoint, first: float, tolerance: float = TOLERANCE,
     return _knee("bisection", points, _narrow(low, high, tolerance, integral))
 
 
+def _step(load: float, factor: float, integral: bool) -> float:
+    """`load` times `factor`; whole agents move by one at least, where a small factor would round back."""
+    moved = load * factor
+    if not integral:
+        return moved
+    return max(load + 1, round(moved)) if factor > 1 else min(load - 1, round(moved))
+
+
 def _narrow(low: float, high: float, tolerance: float, integral: bool) -> bool:
-    return high - low <= 1 if integral else (high - low) <= tolerance * low
+    return high - low <= max(1.0 if integral else 0.0, tolerance * low)
 
 
 async def grid(run: RunPoint, loads: tuple[float, ...]) -> Knee:

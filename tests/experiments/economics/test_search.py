@@ -56,3 +56,36 @@ def test_seeds_give_mean_and_spread():
     over = OverSeeds(knees)
     assert_close(over.mean, sum(over.values) / 3, rel=1e-9)
     assert over.spread > 0 and OverSeeds(knees[:1]).spread == 0.0
+
+
+def _bracket(knee):
+    low = knee.at_knee().load
+    return low, min(p.load for p in knee.points if p.load > low and p.attainment < 0.9)
+
+
+def test_a_search_started_at_an_unmoved_knee_runs_its_two_points_only():
+    base = asyncio.run(bisect_knee(AnalyticCurve(100.0, 6.0), 30.0))
+    low, high = _bracket(base)
+    again = AnalyticCurve(100.0, 6.0)
+    warm = asyncio.run(bisect_knee(again, low, factor=1.08, then=high))
+    assert again.calls == [low, high] and warm.converged
+    assert warm.goodput_rps == base.goodput_rps
+
+
+@pytest.mark.parametrize("moved", [0.7, 0.95, 1.05, 1.3])
+def test_a_search_started_at_a_moved_knee_finds_it_and_a_near_one_in_fewer_points_than_a_cold_one(moved):
+    # 8% steps from the old knee: a knee moved by 30% takes four of them, as many points as a cold search
+    low, high = _bracket(asyncio.run(bisect_knee(AnalyticCurve(100.0, 6.0), 32.0)))
+    curve = AnalyticCurve(100.0 * moved, 6.0 * moved)
+    warm = asyncio.run(bisect_knee(curve, low, factor=1.08, then=high))
+    cold = asyncio.run(bisect_knee(AnalyticCurve(100.0 * moved, 6.0 * moved), 32.0))
+    assert warm.converged
+    assert_close(warm.best.load, curve.crossing, rel=0.02, what="crossing load")
+    if abs(moved - 1) < 0.1:
+        assert len(warm.points) < len(cold.points)
+
+
+def test_small_integral_steps_move_by_one_agent_at_least():
+    curve = AnalyticCurve(knee=9.0, width=0.5)
+    knee = asyncio.run(bisect_knee(curve, 3.0, integral=True, factor=1.08))
+    assert knee.converged and len(set(curve.calls)) == len(curve.calls)
