@@ -1,11 +1,11 @@
-"""`pdd-emu experiment NAME [--quick] [--seeds N] [--backend B] [--workers W] [--workload SPEC] [--resume]
-[--deployments-only] [--out DIR] [--json]`: reproduce one measurement.
+"""`pdd-emu experiment NAME [--quick] [--seeds N] [--backend B] [--workers W | --ray-address A] [--workload SPEC]
+[--resume] [--deployments-only] [--out DIR] [--json]`: reproduce one measurement.
 
 NAME is paper, bathtub, handoff, wan or economics (docs/results.md); --seeds, --backend (simulate, the default,
-or mesh), --workers (simulated points run in W processes of a local Ray), --workload (a Mooncake trace in
-place of the report's agentic workload), --resume (start from the simulated points an earlier run left
-under OUT) and --deployments-only (the three deployments' searches without the arms and the sensitivity)
-are economics's. The report, figures
+or mesh), --workers (simulated points run in W processes of a local Ray), --ray-address (they run on a Ray
+cluster), --workload (a Mooncake trace in place of the report's agentic workload), --resume (start from the
+simulated points an earlier run left under OUT) and --deployments-only (the three deployments' searches
+without the arms and the sensitivity) are economics's. The report, figures
 and result.json go to OUT/NAME; the table "paper | emulated | ratio" is
 printed, or with --json one JSON object of the headline figures.
 """
@@ -42,6 +42,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--deployments-only", action="store_true",
                    help="economics: search the three deployments' knees and give the headline figures, without the "
                         "iso-cost arms and the sensitivity cases (3 of the full run's 21 searches)")
+    p.add_argument("--ray-address", default=None, metavar="ADDRESS",
+                   help="economics: run the simulated load points on the running Ray cluster at ADDRESS (host:port "
+                        "of its head, or 'auto'; docs/simulate.md, \"Sweeps on Ray\") in place of a local Ray")
     p.add_argument("--out", type=Path, default=Path("out/experiments"), help="reports go to OUT/NAME")
     p.add_argument("--json", action="store_true", help="print only the headline figures, as one JSON object")
     p.set_defaults(func=cmd_experiment)
@@ -54,27 +57,29 @@ def _interrupt(signum, frame) -> None:
 def cmd_experiment(args: argparse.Namespace) -> int:
     from services.cli.errors import fail
     from services.experiments.runner import SEEDED, run_experiment
+    from services.simulate.sweep import ClusterUnreachable, RayMissing
 
     signal.signal(signal.SIGTERM, _interrupt)
     log = (lambda line: print(line, file=sys.stderr, flush=True)) if args.json else \
         (lambda line: print(line, flush=True))
-    for flag, value, default in (("--seeds", args.seeds, 1), ("--backend", args.backend, None),
-                                 ("--workers", args.workers, 1), ("--workload", args.workload, None),
-                                 ("--resume", args.resume, False),
-                                 ("--deployments-only", args.deployments_only, False)):
+    options = {"seeds": (args.seeds, 1), "backend": (args.backend, None), "workers": (args.workers, 1),
+               "workload": (args.workload, None), "resume": (args.resume, False),
+               "deployments_only": (args.deployments_only, False), "ray_address": (args.ray_address, None)}
+    for name, (value, default) in options.items():
         if value != default and args.name not in SEEDED:
-            fail(f"{flag} applies to {', '.join(SEEDED)} only, not to {args.name}")
+            fail(f"--{name.replace('_', '-')} applies to {', '.join(SEEDED)} only, not to {args.name}")
+    chosen = {name: value for name, (value, default) in options.items() if value != default}
     if args.name == "economics":
         from services.experiments.economics.experiment import check_options
 
         try:
-            check_options(args.quick, args.seeds, args.backend or "simulate", args.workers, args.workload,
-                          args.resume, args.deployments_only)
+            check_options(args.quick, **chosen)
         except ValueError as exc:
             fail(str(exc))
-    result = asyncio.run(run_experiment(args.name, args.quick, args.out / args.name, log, args.seeds,
-                                        args.backend or "simulate", args.workers, args.workload, args.resume,
-                                        args.deployments_only))
+    try:
+        result = asyncio.run(run_experiment(args.name, args.quick, args.out / args.name, log, **chosen))
+    except (ClusterUnreachable, RayMissing) as exc:  # Ray missing, or a cluster that would not take us
+        fail(str(exc))
     if args.json:
         print(json.dumps(result.headline))
     else:

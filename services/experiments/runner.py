@@ -60,12 +60,10 @@ async def _wan(quick: bool, out: Path, log: Log) -> ExperimentResult:
     return await wan_experiment(quick, out, log)
 
 
-async def _economics(quick: bool, out: Path, log: Log, seeds: int = 1, backend: str = "simulate",
-                     workers: int = 1, workload: str | None = None, resume: bool = False,
-                     deployments_only: bool = False) -> ExperimentResult:
+async def _economics(quick: bool, out: Path, log: Log, **options) -> ExperimentResult:
     from services.experiments.economics.experiment import economics_experiment
 
-    return await economics_experiment(quick, out, log, seeds, backend, workers, workload, resume, deployments_only)
+    return await economics_experiment(quick, out, log, **options)
 
 
 EXPERIMENTS: dict[str, Callable[..., Awaitable[ExperimentResult]]] = {
@@ -74,15 +72,14 @@ EXPERIMENTS: dict[str, Callable[..., Awaitable[ExperimentResult]]] = {
 SEEDED = ("economics",)  # the experiments that take --seeds, --backend, --workers, --workload, --resume, ...
 
 
-async def run_experiment(name: str, quick: bool, out: Path, log: Log = print, seeds: int = 1,
-                         backend: str = "simulate", workers: int = 1, workload: str | None = None,
-                         resume: bool = False, deployments_only: bool = False) -> ExperimentResult:
+async def run_experiment(name: str, quick: bool, out: Path, log: Log = print, **options) -> ExperimentResult:
+    """Run one experiment; `options` (seeds, backend, workers, ...) are economics's keyword options."""
     if name not in EXPERIMENTS:
         raise ValueError(f"unknown experiment {name!r}; choose one of {', '.join(EXPERIMENTS)}")
+    if options and name not in SEEDED:
+        raise ValueError(f"{', '.join(options)}: options of {', '.join(SEEDED)} only, not of {name}")
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    options = {"seeds": seeds, "backend": backend, "workers": workers, "workload": workload,
-               "resume": resume, "deployments_only": deployments_only} if name in SEEDED else {}
     result = await EXPERIMENTS[name](quick, out, log, **options)
     result.wall_s = time.monotonic() - started
     (out / "result.json").write_text(json.dumps({"headline": result.headline, "quick": quick,

@@ -56,7 +56,7 @@ def simulate_point(sweep: SimulatedSweep, point: float) -> tuple[list[str], dict
 
 
 class ClusterUnreachable(ValueError):
-    """The sweep could not join the Ray cluster it was given."""
+    """A sweep or an experiment could not join the Ray cluster it was given."""
 
 
 class RayMissing(ValueError):
@@ -73,7 +73,7 @@ def join_cluster(ray: Any, address: str) -> None:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise ClusterUnreachable(
             f"cannot join the Ray cluster at {address}: {reason}. A cluster started by `ray start` has token "
-            "authentication on: run the sweep with RAY_AUTH_MODE=token and the cluster's token in "
+            "authentication on: run with RAY_AUTH_MODE=token and the cluster's token in "
             "~/.ray/auth_token or RAY_AUTH_TOKEN (docs/simulate.md, \"Sweeps on Ray\")") from None
 
 

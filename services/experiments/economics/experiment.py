@@ -48,9 +48,12 @@ QUICK_WARMUP_S, QUICK_MEASURE_S = 30.0, 60.0  # emulated: a mini point's warm-up
 BACKENDS = ("simulate", "mesh")
 
 
-def check_options(quick: bool, seeds: int, backend: str, workers: int, workload: str | None, resume: bool,
-                  deployments_only: bool = False) -> None:
+def check_options(quick: bool, seeds: int = 1, backend: str = "simulate", workers: int = 1,
+                  workload: str | None = None, resume: bool = False, deployments_only: bool = False,
+                  ray_address: str | None = None) -> None:
     """ValueError naming the first option this experiment cannot take (the CLI's exit-2 message)."""
+    if ray_address is not None and workers > 1:
+        raise ValueError("--workers sizes a local Ray; with --ray-address the cluster's CPUs run the points")
     if deployments_only and quick:
         raise ValueError("--deployments-only trims the full run; --quick already searches the deployments only")
     if seeds < 1:
@@ -63,8 +66,9 @@ def check_options(quick: bool, seeds: int, backend: str, workers: int, workload:
         if not quick:
             raise ValueError("the mesh backend runs the mini presets only: add --quick (the report's scale needs the "
                              "simulator)")
-        if workers > 1:
-            raise ValueError("the mesh backend runs one load point at a time (a mesh owns the machine): drop --workers")
+        if workers > 1 or ray_address is not None:
+            raise ValueError("the mesh backend runs one load point at a time (a mesh owns the machine): drop "
+                             + ("--workers" if workers > 1 else "--ray-address"))
         if resume:
             raise ValueError("--resume reuses simulated points; a mesh's points are measured afresh each time")
         if workload is not None:
@@ -72,16 +76,18 @@ def check_options(quick: bool, seeds: int, backend: str, workers: int, workload:
     workload_plan(quick, workload, (0,))  # a trace that cannot be replayed
 
 
-def _runner(backend: str, quick: bool, out: Path, workers: int = 1, resume: bool = False) -> LoadPointRunner:
+def _runner(backend: str, quick: bool, out: Path, workers: int = 1, resume: bool = False,
+            ray_address: str | None = None) -> LoadPointRunner:
     """The load-point backend; the options are those `check_options` passed."""
     if backend == "mesh":
         return MeshPoints(out)
     # Simulated points are deterministic: each is run once, however many searches ask for it (memo.py).
     if quick:
         # Fixed windows, as the mesh backend's: the quick run on both backends is their cross-check.
-        points = SimulatedPoints(out, QUICK_WARMUP_S, QUICK_MEASURE_S, window_requests=None, workers=workers)
+        points = SimulatedPoints(out, QUICK_WARMUP_S, QUICK_MEASURE_S, window_requests=None, workers=workers,
+                                 ray_address=ray_address)
     else:
-        points = SimulatedPoints(out, workers=workers)
+        points = SimulatedPoints(out, workers=workers, ray_address=ray_address)
     return PointMemo(points, store=out / "points", resume=resume)
 
 
@@ -106,13 +112,14 @@ def workload_plan(quick: bool, workload: str | None, seeds: tuple[int, ...]) -> 
 
 async def economics_experiment(quick: bool, out: Path, log=print, seeds: int = 1, backend: str = "simulate",
                                workers: int = 1, workload: str | None = None, resume: bool = False,
-                               deployments_only: bool = False) -> ExperimentResult:
-    check_options(quick, seeds, backend, workers, workload, resume, deployments_only)
+                               deployments_only: bool = False, ray_address: str | None = None) -> ExperimentResult:
+    check_options(quick, seeds, backend, workers, workload, resume, deployments_only, ray_address)
     seed_list = tuple(range(seeds))
-    runner = _runner(backend, quick, out / "runs", workers, resume)
+    runner = _runner(backend, quick, out / "runs", workers, resume, ray_address)
     presets, plan = (MINI if quick else DEPLOYMENTS), workload_plan(quick, workload, seed_list)
     log(f"economics on the {runner.backend} backend: {', '.join(presets.values())}; seeds {list(seed_list)}"
-        + (f"; {workers} workers" if workers > 1 else ""))
+        + (f"; {workers} workers" if workers > 1 else "") + (f"; the Ray cluster at {ray_address}" if ray_address
+                                                              else ""))
     base = asyncio.ensure_future(run_method(runner, {k: load_scenario(v) for k, v in presets.items()}, plan, log))
     try:
         if quick or deployments_only:

@@ -33,7 +33,7 @@ from services.experiments.steady import write_window
 from services.scenario import Scenario
 from services.scenario.cost import cost_per_hour
 from services.simulate.run import run_simulation
-from services.simulate.sweep import import_ray
+from services.simulate.sweep import import_ray, join_cluster
 
 
 def paced(workload: str, load: float) -> tuple[str, dict[str, Any], str]:
@@ -84,6 +84,7 @@ class SimulatedPoints:
     measure_s: float = 300.0  # 5 emulated minutes at most: at 10 req/s, 3000 requests for the P99
     window_requests: int | None = 3000  # the window ends with its 3000th request if that comes first
     workers: int = 1  # processes running points at once; 1: each point in a thread of this process, in turn
+    ray_address: str | None = None  # a running Ray cluster's, whose CPUs run the points (workers is then unused)
     backend: str = "simulate"
     _ray: Any = field(default=None, repr=False)
     _task: Any = field(default=None, repr=False)
@@ -94,7 +95,7 @@ class SimulatedPoints:
 
     @property
     def parallel(self) -> bool:
-        return self.workers > 1
+        return self.workers > 1 or self.ray_address is not None
 
     async def run_point(self, scenario: Scenario, workload: str, load: float, seed: int) -> PointResult:
         args = (scenario, workload, load, seed, self.warmup_s, self.measure_s, self.out_dir, self.window_requests)
@@ -103,13 +104,17 @@ class SimulatedPoints:
         if self._task is None:
             ray = import_ray()
             if not ray.is_initialized():
-                ray.init(num_cpus=self.workers, include_dashboard=False, logging_level="WARNING", log_to_driver=False)
-                self._ray = ray  # started here: close() stops it
+                if self.ray_address is not None:
+                    join_cluster(ray, self.ray_address)
+                else:
+                    ray.init(num_cpus=self.workers, include_dashboard=False, logging_level="WARNING",
+                             log_to_driver=False)
+                self._ray = ray  # started or joined here: close() stops it or leaves the cluster
             self._task = ray.remote(simulate_window_point)
         return await self._task.remote(*args)
 
     def close(self) -> None:
-        """Stop the local Ray this backend started, if it did."""
+        """Stop the local Ray this backend started (or leave the cluster it joined), if it did."""
         if self._ray is not None:
             self._ray.shutdown()
         self._ray = self._task = None

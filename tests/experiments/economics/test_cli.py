@@ -12,6 +12,7 @@ from services.experiments.economics.figures import bcr_gain_from
 from services.scenario import load_scenario
 from services.scenario.cost import cost_per_hour
 from tests.experiments.cli import quick_headline
+from tests.raycluster import RAY_DEADLINE_S, ray_cluster  # noqa: F401 (a fixture)
 
 SAMPLE = "loadgen/samples/mooncake-sample.jsonl"
 KEYS = {"ttft_p99_reduction", "goodput_gain", "bcr_gain", "cost_reduction", "rld_token_share", "singular_share"}
@@ -44,6 +45,26 @@ def test_workers_must_be_positive_and_simulated(tmp_path):
     assert proc.returncode == 2 and "drop --workers" in proc.stderr
     proc = _experiment(tmp_path, "wan", "--quick", "--workers", "2")
     assert proc.returncode == 2 and "--workers applies to economics only" in proc.stderr
+
+
+def test_a_ray_address_takes_the_place_of_workers_and_is_for_simulated_economics_only(tmp_path):
+    proc = _experiment(tmp_path, "economics", "--quick", "--workers", "2", "--ray-address", "127.0.0.1:1")
+    assert proc.returncode == 2 and "--workers sizes a local Ray" in proc.stderr
+    proc = _experiment(tmp_path, "economics", "--quick", "--backend", "mesh", "--ray-address", "127.0.0.1:1")
+    assert proc.returncode == 2 and "drop --ray-address" in proc.stderr
+    proc = _experiment(tmp_path, "bathtub", "--quick", "--ray-address", "127.0.0.1:1")
+    assert proc.returncode == 2 and "--ray-address applies to economics only" in proc.stderr
+
+
+@pytest.mark.slow
+def test_the_quick_run_on_a_ray_cluster_gives_the_figures_it_gives_here(tmp_path, ray_cluster):
+    address, env, ray = ray_cluster
+    proc = subprocess.run([sys.executable, "-m", "services.cli", "experiment", "economics", "--quick", "--json",
+                           "--ray-address", address, "--out", str(tmp_path / "cluster")],
+                          capture_output=True, text=True, env=env, timeout=RAY_DEADLINE_S)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert "the Ray cluster at " + address in proc.stderr
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == quick_headline("economics", tmp_path / "here")
 
 
 def test_deployments_only_trims_the_full_run_of_economics_only(tmp_path):

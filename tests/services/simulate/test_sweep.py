@@ -16,9 +16,9 @@ from loadgen.bench.records import read_records
 from loadgen.report import build_report
 from services.scenario.loader import load_scenario
 from services.simulate.run import run_simulation
+from tests.raycluster import RAY_DEADLINE_S, ray_cluster  # noqa: F401 (a fixture)
 
 WORKLOAD = "agentic:context=4K,output=16..64,think=200ms,turns=3"
-RAY_DEADLINE_S = 240  # Ray's start-up takes seconds to tens of seconds on the loaded 2-core machine
 
 
 @pytest.mark.slow
@@ -40,37 +40,6 @@ def test_a_population_sweep_on_a_local_ray_writes_bench_outputs_and_the_sweep(tm
     assert summary["completed"] == alone.summary["completed"] > 0 and summary["emulated_s"] > 0
     report = build_report([tmp_path / "concurrency-2", tmp_path / "concurrency-4"], tmp_path / "again")
     assert report.index.is_file()  # `pdd-emu report` reads the points unchanged
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture
-def ray_cluster(tmp_path):
-    """A one-node Ray cluster started as `ray start --head` starts one, stopped afterwards.
-
-    Token authentication is off for it (RAY_AUTH_MODE=disabled on both sides): what is under test
-    is joining a cluster by address, not Ray's tokens.
-    """
-    import os
-    from pathlib import Path
-
-    ray = str(Path(sys.executable).with_name("ray"))
-    env = os.environ | {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
-    port = _free_port()
-    started = subprocess.run([ray, "start", "--head", f"--port={port}", "--num-cpus=2", "--include-dashboard=false",
-                              "--disable-usage-stats"], capture_output=True, text=True, env=env,
-                             timeout=RAY_DEADLINE_S)
-    assert started.returncode == 0, started.stderr
-    try:
-        yield f"127.0.0.1:{port}", env, ray
-    finally:
-        subprocess.run([ray, "stop", "--force"], capture_output=True, env=env, timeout=RAY_DEADLINE_S)
 
 
 @pytest.mark.slow
