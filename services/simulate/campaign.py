@@ -138,7 +138,8 @@ def simulate_schedule(campaign: Campaign, seed: int, schedule: list[Timed]) -> S
     """One run of the campaign's traffic from `seed` under `schedule`, on virtual time."""
     return run_simulation(campaign.scenario, campaign.workload, rate=campaign.rate, concurrency=campaign.concurrency,
                           duration_s=campaign.duration_s, seed=seed, request_timeout_s=campaign.client_timeout_s(),
-                          mesh_type=OutageMesh, during=lambda mesh: play(mesh, schedule), after=at_rest)
+                          mesh_type=OutageMesh, during=lambda mesh: play(mesh, schedule), after=at_rest,
+                          keep_plans=True)
 
 
 def run_one(campaign: Campaign, seed: int, simulate: Callable[..., SimulatedRun] | None = None) -> RunReport:

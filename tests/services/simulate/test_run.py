@@ -32,6 +32,14 @@ def test_same_inputs_give_identical_records():
     assert first == second  # timings, tokens, pipelines and the pdd timeline, to the last digit
 
 
+def test_a_run_keeps_its_prompts_only_when_asked_and_its_records_either_way():
+    kept = run_simulation(load_scenario("pdd-mini"), WORKLOAD, rate=3.0, duration_s=4.0, seed=3, keep_plans=True)
+    plain = run_simulation(load_scenario("pdd-mini"), WORKLOAD, rate=3.0, duration_s=4.0, seed=3)
+    assert plain.plans == {} and set(kept.plans) == {r.id for r in kept.records}
+    assert all(len(plan.prompt) == 3000 for plan in kept.plans.values())
+    assert [dataclasses.asdict(r) for r in plain.records] == [dataclasses.asdict(r) for r in kept.records]
+
+
 def test_another_seed_gives_other_arrivals():
     assert [r["send_s"] for r in _records("pdd-mini", seed=4)] != [r["send_s"] for r in _records("pdd-mini")]
 
