@@ -87,16 +87,22 @@ def import_ray() -> Any:
     return ray
 
 
+def start_ray(ray: Any, address: str | None, num_cpus: int | None) -> bool:
+    """Join the cluster at `address`, or start a local Ray of `num_cpus`; False where Ray already runs here."""
+    if ray.is_initialized():
+        return False
+    if address is not None:
+        join_cluster(ray, address)
+    else:
+        ray.init(num_cpus=num_cpus, include_dashboard=False, logging_level="WARNING", log_to_driver=False)
+    return True
+
+
 def run_on_ray(sweep: SimulatedSweep, out_dir: Path, address: str | None = None, num_cpus: int | None = None,
                progress: bool = False, threshold: float = ATTAINMENT_THRESHOLD) -> SweepResult:
     """Every point as a Ray task at once; their outputs written as they finish."""
     ray = import_ray()
-    started_here = not ray.is_initialized()
-    if started_here:
-        if address is not None:
-            join_cluster(ray, address)
-        else:
-            ray.init(num_cpus=num_cpus, include_dashboard=False, logging_level="WARNING", log_to_driver=False)
+    started_here = start_ray(ray, address, num_cpus)
     try:
         task = ray.remote(simulate_point)
         pending = {task.remote(sweep, point): point for point in sweep.points()}

@@ -165,10 +165,11 @@ async def _after_base(runner: LoadPointRunner, base: Awaitable[Outcome], plan: P
     """
     knees = (await base).knees
     knees = {**knees, "pdd-b-tp8": knees["pdd"]}  # PDD with another main-decode layout starts at PDD's knee
-    arms = run_method(runner, {ARM_KEYS[a.key]: a.scenario() for a in ARMS},
-                      replace(plan.warm(knees, WARM_FACTOR), compare_ttfts=False), log)
-    arms, *moved = await together(runner, [arms, *(run_method(runner, scenarios, case_plan.warm(knees, WARM_FACTOR),
-                                                                log) for _, _, scenarios, case_plan in cases)])
+    arms_run = run_method(runner, {ARM_KEYS[a.key]: a.scenario() for a in ARMS},
+                          replace(plan.warm(knees, WARM_FACTOR), compare_ttfts=False), log)
+    arms, *moved = await together(runner, [arms_run, *(run_method(runner, scenarios,
+                                                                  case_plan.warm(knees, WARM_FACTOR), log)
+                                                       for _, _, scenarios, case_plan in cases)])
     return arms, moved
 
 

@@ -19,7 +19,6 @@ from services.experiments.economics.figures import Deployment, headline
 from services.experiments.economics.loadpoint import LoadPointRunner, PointResult
 from services.experiments.economics.search import Knee, OverSeeds, bisect_knee, grid, grid_of
 from services.experiments.economics.validity import verdicts
-from services.experiments.goodput import THRESHOLD
 from services.scenario import Scenario
 
 
@@ -38,12 +37,7 @@ class Plan:
 
     def warm(self, knees: dict[str, OverSeeds], factor: float) -> Plan:
         """This plan started at each deployment's knee in `knees` (found before), stepping by `factor`."""
-        starts = {}
-        for key, over in knees.items():
-            knee = over.knees[0].at_knee()
-            if knee is not None:
-                above = [p.load for p in over.knees[0].points if p.load > knee.load and p.attainment < THRESHOLD]
-                starts[key] = (knee.load, min(above, default=None))
+        starts = {key: bracket for key, over in knees.items() if (bracket := over.knees[0].bracket()) is not None}
         return replace(self, starts=starts, factor=factor)
 
 

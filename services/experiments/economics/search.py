@@ -41,6 +41,14 @@ class Knee:
         passing = [p for p in self.points if p.attainment >= THRESHOLD]
         return max(passing, key=lambda p: p.load) if passing else None
 
+    def bracket(self) -> tuple[float, float | None] | None:
+        """(the highest passing load, the lowest failing load above it or None); None when nothing passed."""
+        knee = self.at_knee()
+        if knee is None:
+            return None
+        above = [p.load for p in self.points if p.load > knee.load and p.attainment < THRESHOLD]
+        return knee.load, min(above, default=None)
+
 
 def _knee(method: str, points: list[PointResult], converged: bool) -> Knee:
     return Knee(method, tuple(points), max_goodput([p.as_load_point() for p in points]), converged)

@@ -33,7 +33,7 @@ from services.experiments.steady import write_window
 from services.scenario import Scenario
 from services.scenario.cost import cost_per_hour
 from services.simulate.run import run_simulation
-from services.simulate.sweep import import_ray, join_cluster
+from services.simulate.sweep import import_ray, start_ray
 
 
 def paced(workload: str, load: float) -> tuple[str, dict[str, Any], str]:
@@ -103,12 +103,7 @@ class SimulatedPoints:
             return await asyncio.to_thread(simulate_window_point, *args)
         if self._task is None:
             ray = import_ray()
-            if not ray.is_initialized():
-                if self.ray_address is not None:
-                    join_cluster(ray, self.ray_address)
-                else:
-                    ray.init(num_cpus=self.workers, include_dashboard=False, logging_level="WARNING",
-                             log_to_driver=False)
+            if start_ray(ray, self.ray_address, self.workers):
                 self._ray = ray  # started or joined here: close() stops it or leaves the cluster
             self._task = ray.remote(simulate_window_point)
         return await self._task.remote(*args)

@@ -58,24 +58,19 @@ def test_seeds_give_mean_and_spread():
     assert over.spread > 0 and OverSeeds(knees[:1]).spread == 0.0
 
 
-def _bracket(knee):
-    low = knee.at_knee().load
-    return low, min(p.load for p in knee.points if p.load > low and p.attainment < 0.9)
-
-
 def test_a_search_started_at_an_unmoved_knee_runs_its_two_points_only():
     base = asyncio.run(bisect_knee(AnalyticCurve(100.0, 6.0), 30.0))
-    low, high = _bracket(base)
+    low, high = base.bracket()
     again = AnalyticCurve(100.0, 6.0)
     warm = asyncio.run(bisect_knee(again, low, factor=1.08, then=high))
-    assert again.calls == [low, high] and warm.converged
+    assert high is not None and again.calls == [low, high] and warm.converged
     assert warm.goodput_rps == base.goodput_rps
 
 
 @pytest.mark.parametrize("moved", [0.7, 0.95, 1.05, 1.3])
 def test_a_search_started_at_a_moved_knee_finds_it_and_a_near_one_in_fewer_points_than_a_cold_one(moved):
     # 8% steps from the old knee: a knee moved by 30% takes four of them, as many points as a cold search
-    low, high = _bracket(asyncio.run(bisect_knee(AnalyticCurve(100.0, 6.0), 32.0)))
+    low, high = asyncio.run(bisect_knee(AnalyticCurve(100.0, 6.0), 32.0)).bracket()
     curve = AnalyticCurve(100.0 * moved, 6.0 * moved)
     warm = asyncio.run(bisect_knee(curve, low, factor=1.08, then=high))
     cold = asyncio.run(bisect_knee(AnalyticCurve(100.0 * moved, 6.0 * moved), 32.0))
