@@ -35,6 +35,7 @@ from loadgen.workloads import build_workload
 from services.scenario import Scenario
 from services.simulate.client import complete
 from services.simulate.clock import VirtualClock, VirtualEventLoop, process_clocks, virtual_runner
+from services.simulate.window_stop import WindowStop
 from services.simulate.wiring import SimulatedMesh, simulated_plan
 
 Snapshot = tuple[float, dict[str, dict]]
@@ -84,13 +85,13 @@ class Driven:
 
 
 async def drive(config: BenchConfig, send: Sender, ramp_s: float = 0.0,
-                stop_after: tuple[float, int] | None = None, keep_plans: bool = False) -> Driven:
+                stop: WindowStop | None = None, keep_plans: bool = False) -> Driven:
     """The bench's workload, arrivals and pacing from `config.seed` (loadgen/bench/runner.py's draws, in
     its order), each request sent through `send`; on the running loop's clock. `ramp_s`: a closed loop's
-    users join over that time (loadgen/bench/drive.py). `stop_after` (start_s, n): sending stops with
-    the request after the n-th sent from start_s on, so [start_s, that request's send) holds n.
-    `keep_plans` keeps every sent request's plan, its prompt too (a fault campaign checks texts
-    against them); without it a report-scale run would hold every 64K-token prompt to its end."""
+    users join over that time (loadgen/bench/drive.py). `stop`: when sending stops, for a measured window
+    (window_stop.py); it counts as the run goes. `keep_plans` keeps every sent request's plan, its prompt
+    too (a fault campaign checks texts against them); without it a report-scale run would hold every
+    64K-token prompt to its end."""
     seeds = random.Random(config.seed)
     spec = config.workload_config
     plans = build_workload(spec, random.Random(seeds.getrandbits(64)))
@@ -98,17 +99,15 @@ async def drive(config: BenchConfig, send: Sender, ramp_s: float = 0.0,
     outputs: dict[str, list[int]] = {}
     sent: dict[str, RequestPlan] = {}
 
-    counted = [0]
-
     async def send_and_keep(plan: RequestPlan, send_s: float) -> tuple[RequestRecord, list[int]]:
         if keep_plans:
             sent[plan.request_id] = plan
-        if stop_after is not None and send_s >= stop_after[0]:
-            counted[0] += 1
-            if counted[0] > stop_after[1]:
-                stop_sending.set()
+        if stop is not None and not stop.sending(send_s):
+            stop_sending.set()
         record, ids = await send(plan, send_s)
         outputs[plan.request_id] = ids
+        if stop is not None and not stop.answered(record.row(), clock.now()):
+            stop_sending.set()
         return record, ids
 
     loop = asyncio.get_running_loop()
@@ -138,13 +137,13 @@ async def simulate_run(scenario: Scenario, workload: str, *, rate: float | None 
                        request_timeout_s: float = 300.0, mesh_type: type[SimulatedMesh] = SimulatedMesh,
                        during: During | None = None, after: During | None = None,
                        sla: dict | None = None, ramp_s: float = 0.0,
-                       stop_after: tuple[float, int] | None = None, keep_plans: bool = False) -> SimulatedRun:
+                       stop: WindowStop | None = None, keep_plans: bool = False) -> SimulatedRun:
     """Run on the current loop (a VirtualEventLoop for virtual time: see `run_simulation`).
 
     `during(mesh)` runs beside the traffic from its start (a fault schedule, services/simulate/faults.py);
     `after(mesh)` once every request has its outcome and `during` has ended (a wait for the mesh at
     rest); the last snapshot is taken after both. `sla` ({"ttft_s", "tpot_s"}) is the SLA the
-    summary's goodput counts against (default: the bench's). `stop_after`, `keep_plans`: as `drive`'s.
+    summary's goodput counts against (default: the bench's). `stop`, `keep_plans`: as `drive`'s.
     """
     config = BenchConfig(url="http://simulated", workload=workload, out_dir=".", rate=rate, concurrency=concurrency,
                          duration_s=duration_s, seed=seed, request_timeout_s=request_timeout_s, progress=progress,
@@ -172,7 +171,7 @@ async def simulate_run(scenario: Scenario, workload: str, *, rate: float | None 
             return await complete(mesh.router, plan, timeout_s=config.request_timeout_s, send_s=send_s, vocab=vocab)
 
         try:
-            driven = await drive(config, send, ramp_s, stop_after, keep_plans)
+            driven = await drive(config, send, ramp_s, stop, keep_plans)
             if beside is not None:
                 await beside
             if after is not None:

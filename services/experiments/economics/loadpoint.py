@@ -57,6 +57,7 @@ class PointResult:
     e2e_s: Quantiles
     stats: PointStats = PointStats()
     ttfts_s: tuple[float, ...] = ()  # every request's TTFT, for the CDFs
+    stopped_at_verdict: bool = False  # its window ended once it had to fail (services/simulate/window_stop.py)
 
     def as_load_point(self) -> LoadPoint:
         return LoadPoint(self.load, self.attainment, self.goodput_rps)
@@ -77,3 +78,6 @@ class LoadPointRunner(Protocol):
     backend: str  # "mesh" or "simulate"
 
     async def run_point(self, scenario: Scenario, workload: str, load: float, seed: int) -> PointResult: ...
+
+    # A backend whose failing windows may end at their verdict has `stops_at_verdict` True and takes
+    # `run_point(..., whole=True)` for a point whose whole window is read (its TTFTs compared).

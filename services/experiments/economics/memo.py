@@ -63,6 +63,7 @@ class PointMemo:
         self.runner = runner
         self.backend = runner.backend
         self.parallel = getattr(runner, "parallel", False)
+        self.stops_at_verdict = getattr(runner, "stops_at_verdict", False)
         self.store = store
         self._points: dict[str, asyncio.Future[PointResult]] = {}
         self._stored: dict[str, PointResult] = {}  # read from the store at start (resume)
@@ -70,28 +71,31 @@ class PointMemo:
         if store is not None and resume:
             self._load(store)
 
-    def _key(self, scenario: Scenario, workload: str, load: float, seed: int) -> str:
-        key = point_key(scenario, workload, load, seed)
+    def _key(self, scenario: Scenario, workload: str, load: float, seed: int, whole: bool) -> str:
+        key = point_key(scenario, workload, load, seed) + (" whole" if whole else "")
         if self.store is None:
             return key
         settings = getattr(self.runner, "settings", dict)()
         return json.dumps([key, settings, code_fingerprint()])
 
-    async def run_point(self, scenario: Scenario, workload: str, load: float, seed: int) -> PointResult:
-        key = self._key(scenario, workload, load, seed)
+    async def run_point(self, scenario: Scenario, workload: str, load: float, seed: int, whole: bool = False
+                        ) -> PointResult:
+        key = self._key(scenario, workload, load, seed, whole)
         if key in self._stored:
             self.reused += 1
             return self._stored[key]
         point = self._points.get(key)
         if point is None:
-            point = self._points[key] = asyncio.ensure_future(self._run(key, scenario, workload, load, seed))
+            point = self._points[key] = asyncio.ensure_future(self._run(key, scenario, workload, load, seed, whole))
             self.run += 1
         else:
             self.reused += 1
         return await point
 
-    async def _run(self, key: str, scenario: Scenario, workload: str, load: float, seed: int) -> PointResult:
-        point = await self.runner.run_point(scenario, workload, load, seed)
+    async def _run(self, key: str, scenario: Scenario, workload: str, load: float, seed: int, whole: bool
+                   ) -> PointResult:
+        whole_window = {"whole": True} if whole else {}  # asked only of a runner that stops at verdicts
+        point = await self.runner.run_point(scenario, workload, load, seed, **whole_window)
         if self.store is not None:
             self.store.mkdir(parents=True, exist_ok=True)
             name = hashlib.sha256(key.encode()).hexdigest()[:20]

@@ -57,7 +57,8 @@ class Outcome:
                       "bounded": all(k.converged for k in self.knees[key].knees),
                       "method": self.knees[key].knees[0].method, "bcr": d.bcr,
                       "points": [{"load": p.load, "attainment": p.attainment, "goodput_rps": p.goodput_rps,
-                                  "ttft_p99_s": p.ttft_s.p99} for p in self.knees[key].knees[0].points],
+                                  "ttft_p99_s": p.ttft_s.p99, "stopped_at_verdict": p.stopped_at_verdict}
+                                 for p in self.knees[key].knees[0].points],
                       "checks": self.checks.get(key, [])}
                 for key, d in self.deployments.items()}
 
@@ -86,14 +87,16 @@ async def _at(runner: LoadPointRunner, scenario: Scenario, plan: Plan, knee: Kne
     """The deployment's point at `load`: the one its search ran there, else one run there now.
 
     A bisection visits loads of its own, so another deployment's knee is seldom among them; a
-    point at a nearby load would compare TTFTs at unequal loads, near a knee far apart.
+    point at a nearby load would compare TTFTs at unequal loads, near a knee far apart. The TTFTs
+    are a whole window's: a search's point that ended at its verdict is run again whole.
     """
     if load is None:
         return None
     for point in knee.points:
-        if point.load == load:
+        if point.load == load and not point.stopped_at_verdict:
             return point
-    return await runner.run_point(scenario, plan.workload, load, plan.seeds[0])
+    whole = {"whole": True} if getattr(runner, "stops_at_verdict", False) else {}
+    return await runner.run_point(scenario, plan.workload, load, plan.seeds[0], **whole)
 
 
 async def run_method(runner: LoadPointRunner, scenarios: dict[str, Scenario], plan: Plan, log=print) -> Outcome:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,13 +28,16 @@ from loadgen.spec import parse_spec, spec_string
 from loadgen.summary import SlaConfig
 from loadgen.workloads import MooncakeConfig
 from services.experiments.economics.loadpoint import PointResult
+from services.experiments.economics.memo import point_key
 from services.experiments.economics.window import point_of
+from services.experiments.goodput import THRESHOLD
 from services.experiments.population import Window
 from services.experiments.steady import write_window
 from services.scenario import Scenario
 from services.scenario.cost import cost_per_hour
 from services.simulate.run import run_simulation
 from services.simulate.sweep import import_ray, start_ray
+from services.simulate.window_stop import WindowStop
 
 
 def paced(workload: str, load: float) -> tuple[str, dict[str, Any], str]:
@@ -49,30 +53,46 @@ def paced(workload: str, load: float) -> tuple[str, dict[str, Any], str]:
     return workload, {"concurrency": users}, f"users-{users}"
 
 
+def run_folder(scenario: Scenario, workload: str, seed: int) -> str:
+    """A deployment's points' folder: its name, and a digest of all it runs (a sensitivity case's overrides and
+    workload give the same preset a folder of its own), and the seed."""
+    digest = hashlib.sha256(point_key(scenario, workload, 0.0, seed).encode()).hexdigest()[:8]
+    return f"{scenario.name}-{digest}-seed{seed}"
+
+
 def simulate_window_point(scenario: Scenario, workload: str, load: float, seed: int, warmup_s: float,
-                          measure_s: float, out_dir: Path, window_requests: int | None = None) -> PointResult:
+                          measure_s: float, out_dir: Path, window_requests: int | None = None,
+                          stop_at_verdict: bool = True) -> PointResult:
     """One point: the run, its window's bench outputs under `out_dir`, and the point they make.
 
     The window is `measure_s` long, or ends as the request after its `window_requests`-th is sent,
     whichever comes first: at high load a window of that many requests is shorter, and the run
-    stops sending there.
+    stops sending there. A window of `window_requests` also ends as soon as enough of its requests
+    have missed the SLA that it must fail, unless `stop_at_verdict` is False
+    (services/simulate/window_stop.py): a point past the knee is then a few hundred requests long,
+    its verdict the whole window's.
     """
     spec, pacing, folder = paced(workload, load)
+    whole = "" if stop_at_verdict or window_requests is None else "-whole"
     # The agents join over the warm-up's first half, as the mesh's staircase ramps them: all at
     # once, a report-scale population sends its first turns (fresh, a quarter of the context
     # each) in one burst that prefill takes minutes to clear, and the window would measure that.
+    sla = SlaConfig(ttft_s=scenario.sla.ttft_s, tpot_s=scenario.sla.tpot_s)
+    stop = None if window_requests is None else WindowStop(warmup_s, window_requests,
+                                                           sla if stop_at_verdict else None, THRESHOLD)
     run = run_simulation(scenario, spec, duration_s=warmup_s + measure_s, seed=seed, ramp_s=warmup_s / 2,
-                         stop_after=None if window_requests is None else (warmup_s, window_requests), **pacing)
+                         stop=stop, **pacing)
     records = [r if isinstance(r, dict) else r.row() for r in run.records]
     sends = sorted(r["send_s"] for r in records if r["send_s"] >= warmup_s)
     full = window_requests is not None and len(sends) > window_requests
-    window = Window(pacing.get("concurrency"), warmup_s, sends[window_requests] if full else warmup_s + measure_s)
-    step = write_window(records, window, out_dir / f"{scenario.name}-seed{seed}" / folder,
-                        SlaConfig(ttft_s=scenario.sla.ttft_s, tpot_s=scenario.sla.tpot_s), scenario.name,
-                        spec, cost_per_hour(scenario))
+    end = sends[window_requests] if full else warmup_s + measure_s
+    window = Window(pacing.get("concurrency"), warmup_s, end if stop is None else stop.window_end(end))
+    step = write_window(records, window, out_dir / run_folder(scenario, workload, seed) / (folder + whole), sla,
+                        scenario.name, spec, cost_per_hour(scenario))
     snapshots = [snap for snap in run.snapshots if window.start_s <= snap[0] <= window.end_s]
     kept = [r for r in records if window.start_s <= r["send_s"] < window.end_s]
-    return dataclasses.replace(point_of(scenario, step, seed, snapshots, kept), load=pacing.get("concurrency", load))
+    return dataclasses.replace(point_of(scenario, step, seed, snapshots, kept), load=pacing.get("concurrency", load),
+                               stopped_at_verdict=stop is not None and stop.stopped_s is not None)
 
 
 @dataclass
@@ -91,14 +111,22 @@ class SimulatedPoints:
 
     def settings(self) -> dict[str, float | int | None]:
         """What a point depends on besides its scenario, workload, load and seed (memo.py's stored key)."""
-        return {"warmup_s": self.warmup_s, "measure_s": self.measure_s, "window_requests": self.window_requests}
+        return {"warmup_s": self.warmup_s, "measure_s": self.measure_s, "window_requests": self.window_requests,
+                "stops_at_verdict": self.stops_at_verdict}
+
+    @property
+    def stops_at_verdict(self) -> bool:
+        return self.window_requests is not None
 
     @property
     def parallel(self) -> bool:
         return self.workers > 1 or self.ray_address is not None
 
-    async def run_point(self, scenario: Scenario, workload: str, load: float, seed: int) -> PointResult:
-        args = (scenario, workload, load, seed, self.warmup_s, self.measure_s, self.out_dir, self.window_requests)
+    async def run_point(self, scenario: Scenario, workload: str, load: float, seed: int, whole: bool = False
+                        ) -> PointResult:
+        """The point; `whole`: its window runs its whole budget even once it must fail."""
+        args = (scenario, workload, load, seed, self.warmup_s, self.measure_s, self.out_dir, self.window_requests,
+                not whole)
         if not self.parallel:
             return await asyncio.to_thread(simulate_window_point, *args)
         if self._task is None:

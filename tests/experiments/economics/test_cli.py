@@ -113,7 +113,7 @@ def test_a_trace_runs_at_replay_speeds(tmp_path):
     assert result["workload"] == f"mooncake:{SAMPLE}"
     for key in ("pd-intra", "pd-cross", "pdd"):
         assert [p["load"] for p in result["deployments"][key]["points"]] == [0.25, 0.5]
-    assert (tmp_path / "economics" / "runs" / "pdd-mini-seed0" / "speed-0.5" / "summary.json").is_file()
+    assert len(list((tmp_path / "economics" / "runs").glob("pdd-mini-*-seed0/speed-0.5/summary.json"))) == 1
 
 
 @pytest.mark.slow

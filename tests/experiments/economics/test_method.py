@@ -67,3 +67,27 @@ def test_ttfts_are_compared_at_the_baseline_knee_load_itself():
         assert asked.count((key, reference)) == 1, key  # run once: by its search, or for the comparison
     searched = {p.load for p in outcome.knees["pd-cross"].knees[0].points}
     assert reference not in searched  # this case needs the extra point: the knees differ
+
+
+def test_ttfts_at_the_reference_load_are_read_over_a_whole_window():
+    scenarios = {key: load_scenario(f"{key}-mini") for key in KNEES}
+    asked: list[tuple[str, float, bool]] = []
+
+    class StoppingAtVerdicts(SyntheticBackend):
+        """A failing point's window ends at its verdict, unless the whole window is asked for."""
+        stops_at_verdict = True
+
+        async def run_point(self, scenario, workload, load, seed, whole=False):
+            asked.append((scenario.name.removesuffix("-mini"), load, whole))
+            point = await super().run_point(scenario, workload, load, seed)
+            return dataclasses.replace(point, stopped_at_verdict=not whole and point.attainment < 0.9)
+
+    outcome = asyncio.run(run_method(StoppingAtVerdicts(), scenarios, Plan("agentic", first_load=8.0),
+                                     log=lambda line: None))
+    reference = outcome.deployments["pd-intra"].reference.load
+    for key, deployment in outcome.deployments.items():
+        assert deployment.reference.load == reference and not deployment.reference.stopped_at_verdict, key
+    # pd-cross (knee 30) fails at the baseline's knee load: its search's point there, if any, ended
+    # at its verdict, and the comparison runs it whole; the baseline's own point there passed
+    assert ("pd-cross", reference, True) in asked and ("pd-intra", reference, True) not in asked
+    assert all(load == reference for _, load, whole in asked if whole)  # the searches' points may stop
