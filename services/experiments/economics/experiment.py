@@ -50,8 +50,10 @@ BACKENDS = ("simulate", "mesh")
 
 def check_options(quick: bool, seeds: int = 1, backend: str = "simulate", workers: int = 1,
                   workload: str | None = None, resume: bool = False, deployments_only: bool = False,
-                  ray_address: str | None = None) -> None:
+                  ray_address: str | None = None, warmup_s: float | None = None) -> None:
     """ValueError naming the first option this experiment cannot take (the CLI's exit-2 message)."""
+    if warmup_s is not None and not warmup_s > 0:
+        raise ValueError(f"--warmup-s must be a positive number of emulated seconds, got {warmup_s:g}")
     if ray_address is not None and workers > 1:
         raise ValueError("--workers sizes a local Ray; with --ray-address the cluster's CPUs run the points")
     if deployments_only and quick:
@@ -73,21 +75,24 @@ def check_options(quick: bool, seeds: int = 1, backend: str = "simulate", worker
             raise ValueError("--resume reuses simulated points; a mesh's points are measured afresh each time")
         if workload is not None:
             raise ValueError("--workload replays a trace in the simulator; the mesh backend climbs agent populations")
+        if warmup_s is not None:
+            raise ValueError("--warmup-s sets the simulated points' warm-up; the mesh backend's staircase has its own")
     workload_plan(quick, workload, (0,))  # a trace that cannot be replayed
 
 
 def _runner(backend: str, quick: bool, out: Path, workers: int = 1, resume: bool = False,
-            ray_address: str | None = None) -> LoadPointRunner:
+            ray_address: str | None = None, warmup_s: float | None = None) -> LoadPointRunner:
     """The load-point backend; the options are those `check_options` passed."""
     if backend == "mesh":
         return MeshPoints(out)
     # Simulated points are deterministic: each is run once, however many searches ask for it (memo.py).
     if quick:
         # Fixed windows, as the mesh backend's: the quick run on both backends is their cross-check.
-        points = SimulatedPoints(out, QUICK_WARMUP_S, QUICK_MEASURE_S, window_requests=None, workers=workers,
-                                 ray_address=ray_address)
+        points = SimulatedPoints(out, warmup_s or QUICK_WARMUP_S, QUICK_MEASURE_S, window_requests=None,
+                                 workers=workers, ray_address=ray_address)
     else:
-        points = SimulatedPoints(out, workers=workers, ray_address=ray_address)
+        points = SimulatedPoints(out, **({"warmup_s": warmup_s} if warmup_s else {}), workers=workers,
+                                 ray_address=ray_address)
     return PointMemo(points, store=out / "points", resume=resume)
 
 
@@ -112,14 +117,16 @@ def workload_plan(quick: bool, workload: str | None, seeds: tuple[int, ...]) -> 
 
 async def economics_experiment(quick: bool, out: Path, log=print, seeds: int = 1, backend: str = "simulate",
                                workers: int = 1, workload: str | None = None, resume: bool = False,
-                               deployments_only: bool = False, ray_address: str | None = None) -> ExperimentResult:
-    check_options(quick, seeds, backend, workers, workload, resume, deployments_only, ray_address)
+                               deployments_only: bool = False, ray_address: str | None = None,
+                               warmup_s: float | None = None) -> ExperimentResult:
+    check_options(quick, seeds, backend, workers, workload, resume, deployments_only, ray_address, warmup_s)
     seed_list = tuple(range(seeds))
-    runner = _runner(backend, quick, out / "runs", workers, resume, ray_address)
+    runner = _runner(backend, quick, out / "runs", workers, resume, ray_address, warmup_s)
     presets, plan = (MINI if quick else DEPLOYMENTS), workload_plan(quick, workload, seed_list)
     log(f"economics on the {runner.backend} backend: {', '.join(presets.values())}; seeds {list(seed_list)}"
         + (f"; {workers} workers" if workers > 1 else "") + (f"; the Ray cluster at {ray_address}" if ray_address
-                                                              else ""))
+                                                              else "")
+        + (f"; {warmup_s:g} s of warm-up a point" if warmup_s else ""))
     base = asyncio.ensure_future(run_method(runner, {k: load_scenario(v) for k, v in presets.items()}, plan, log))
     try:
         if quick or deployments_only:
@@ -132,6 +139,7 @@ async def economics_experiment(quick: bool, out: Path, log=print, seeds: int = 1
         if close is not None:
             close()
     data: dict = {"backend": runner.backend, "workload": plan.workload, "deployments": outcome.summary(),
+                  "point_settings": getattr(getattr(runner, "runner", runner), "settings", dict)(),
                   "identity_gap": identity_gap(outcome.figures)}
     images = [charts.plot_goodput_curves({k: o.knees[0] for k, o in outcome.knees.items()}, out / "goodput.png")]
     ttfts = {k: list(d.reference.ttfts_s) for k, d in outcome.deployments.items() if d.reference and

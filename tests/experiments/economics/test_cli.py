@@ -56,6 +56,15 @@ def test_a_ray_address_takes_the_place_of_workers_and_is_for_simulated_economics
     assert proc.returncode == 2 and "--ray-address applies to economics only" in proc.stderr
 
 
+def test_a_warm_up_is_positive_and_for_simulated_economics_only(tmp_path):
+    proc = _experiment(tmp_path, "economics", "--quick", "--warmup-s", "0")
+    assert proc.returncode == 2 and "--warmup-s must be a positive number" in proc.stderr
+    proc = _experiment(tmp_path, "economics", "--quick", "--backend", "mesh", "--warmup-s", "60")
+    assert proc.returncode == 2 and "the mesh backend's staircase has its own" in proc.stderr
+    proc = _experiment(tmp_path, "handoff", "--quick", "--warmup-s", "60")
+    assert proc.returncode == 2 and "--warmup-s applies to economics only" in proc.stderr
+
+
 @pytest.mark.slow
 def test_the_quick_run_on_a_ray_cluster_gives_the_figures_it_gives_here(tmp_path, ray_cluster):
     address, env, ray = ray_cluster

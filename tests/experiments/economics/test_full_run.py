@@ -84,3 +84,11 @@ def test_a_trace_searches_replay_speeds_and_keeps_its_own_shape(tmp_path, monkey
     shaped = {p.name for p in PARAMETERS if p.low.workload_option is not None}
     assert shaped == {"hit mix (0-90% bin)", "output length"}
     assert {b["parameter"] for b in result.data["tornado"]} == {p.name for p in PARAMETERS} - shaped
+
+
+def test_the_warm_up_option_reaches_every_simulated_point_and_its_stored_key(tmp_path):
+    from services.experiments.economics.experiment import _runner
+
+    assert _runner("simulate", False, tmp_path).runner.settings()["warmup_s"] == 120.0
+    assert _runner("simulate", False, tmp_path, warmup_s=360.0).runner.settings()["warmup_s"] == 360.0
+    assert _runner("simulate", True, tmp_path, warmup_s=45.0).runner.warmup_s == 45.0
