@@ -31,38 +31,25 @@ def test_the_mesh_backend_runs_only_the_mini_scale(tmp_path):
     assert proc.returncode == 2 and "--backend applies to economics only" in proc.stderr
 
 
-def test_seeds_must_be_positive(tmp_path):
-    proc = _experiment(tmp_path, "economics", "--quick", "--seeds", "0")
-    assert proc.returncode == 2 and "--seeds must be at least 1" in proc.stderr
-    proc = _experiment(tmp_path, "wan", "--quick", "--seeds", "3")
-    assert proc.returncode == 2 and "--seeds applies to economics only" in proc.stderr
+REFUSED = [  # (arguments, what the one-line error says): each exits 2 before running anything
+    (("economics", "--quick", "--seeds", "0"), "--seeds must be at least 1"),
+    (("wan", "--quick", "--seeds", "3"), "--seeds applies to economics only"),
+    (("economics", "--quick", "--workers", "0"), "--workers must be at least 1"),
+    (("economics", "--quick", "--backend", "mesh", "--workers", "2"), "drop --workers"),
+    (("wan", "--quick", "--workers", "2"), "--workers applies to economics only"),
+    (("economics", "--quick", "--workers", "2", "--ray-address", "127.0.0.1:1"), "--workers sizes a local Ray"),
+    (("economics", "--quick", "--backend", "mesh", "--ray-address", "127.0.0.1:1"), "drop --ray-address"),
+    (("bathtub", "--quick", "--ray-address", "127.0.0.1:1"), "--ray-address applies to economics only"),
+    (("economics", "--quick", "--warmup-s", "0"), "--warmup-s must be a positive number"),
+    (("economics", "--quick", "--backend", "mesh", "--warmup-s", "60"), "the mesh backend's staircase has its own"),
+    (("handoff", "--quick", "--warmup-s", "60"), "--warmup-s applies to economics only"),
+]
 
 
-def test_workers_must_be_positive_and_simulated(tmp_path):
-    proc = _experiment(tmp_path, "economics", "--quick", "--workers", "0")
-    assert proc.returncode == 2 and "--workers must be at least 1" in proc.stderr
-    proc = _experiment(tmp_path, "economics", "--quick", "--backend", "mesh", "--workers", "2")
-    assert proc.returncode == 2 and "drop --workers" in proc.stderr
-    proc = _experiment(tmp_path, "wan", "--quick", "--workers", "2")
-    assert proc.returncode == 2 and "--workers applies to economics only" in proc.stderr
-
-
-def test_a_ray_address_takes_the_place_of_workers_and_is_for_simulated_economics_only(tmp_path):
-    proc = _experiment(tmp_path, "economics", "--quick", "--workers", "2", "--ray-address", "127.0.0.1:1")
-    assert proc.returncode == 2 and "--workers sizes a local Ray" in proc.stderr
-    proc = _experiment(tmp_path, "economics", "--quick", "--backend", "mesh", "--ray-address", "127.0.0.1:1")
-    assert proc.returncode == 2 and "drop --ray-address" in proc.stderr
-    proc = _experiment(tmp_path, "bathtub", "--quick", "--ray-address", "127.0.0.1:1")
-    assert proc.returncode == 2 and "--ray-address applies to economics only" in proc.stderr
-
-
-def test_a_warm_up_is_positive_and_for_simulated_economics_only(tmp_path):
-    proc = _experiment(tmp_path, "economics", "--quick", "--warmup-s", "0")
-    assert proc.returncode == 2 and "--warmup-s must be a positive number" in proc.stderr
-    proc = _experiment(tmp_path, "economics", "--quick", "--backend", "mesh", "--warmup-s", "60")
-    assert proc.returncode == 2 and "the mesh backend's staircase has its own" in proc.stderr
-    proc = _experiment(tmp_path, "handoff", "--quick", "--warmup-s", "60")
-    assert proc.returncode == 2 and "--warmup-s applies to economics only" in proc.stderr
+@pytest.mark.parametrize("args, message", REFUSED, ids=[" ".join(args) for args, _ in REFUSED])
+def test_an_option_it_cannot_take_is_refused_in_one_line(tmp_path, args, message):
+    proc = _experiment(tmp_path, *args)
+    assert proc.returncode == 2 and message in proc.stderr and proc.stdout == ""
 
 
 @pytest.mark.slow
