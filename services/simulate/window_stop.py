@@ -30,7 +30,7 @@ class WindowStop:
     start_s: float
     requests: int
     sla: SlaConfig | None = None  # None: the budget alone stops sending
-    threshold: float = 0.9
+    threshold: float = 0.9  # the share a window must hold within SLA: the experiments' goodput.THRESHOLD, passed in
     sent: int = 0  # requests sent from start_s on
     missed: int = 0  # of those, answered and not within the SLA
     stopped_s: float | None = None  # when a miss decided the verdict (run seconds); None: it never did
