@@ -106,7 +106,7 @@ async def drive(config: BenchConfig, send: Sender, ramp_s: float = 0.0,
             stop_sending.set()
         record, ids = await send(plan, send_s)
         outputs[plan.request_id] = ids
-        if stop is not None and not stop.answered(record.row(), clock.now()):
+        if stop is not None and not stop.answered(record, clock.now()):
             stop_sending.set()
         return record, ids
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from loadgen.bench.records import RequestRecord
 from loadgen.summary import SlaConfig, meets_sla
 
 
@@ -47,10 +48,10 @@ class WindowStop:
             self.sent += 1
         return self.sent <= self.requests
 
-    def answered(self, record: dict, now_s: float) -> bool:
+    def answered(self, record: RequestRecord, now_s: float) -> bool:
         """Count an answer; False when its miss decides that the window fails, and sending stops."""
         if (self.sla is None or self.stopped_s is not None or self.sent > self.requests
-                or record["send_s"] < self.start_s or meets_sla(record, self.sla)):
+                or record.send_s < self.start_s or meets_sla(record.row(), self.sla)):
             return True
         self.missed += 1
         if self.missed < self._decisive:

@@ -139,7 +139,7 @@ async def economics_experiment(quick: bool, out: Path, log=print, seeds: int = 1
         if close is not None:
             close()
     data: dict = {"backend": runner.backend, "workload": plan.workload, "deployments": outcome.summary(),
-                  "point_settings": getattr(getattr(runner, "runner", runner), "settings", dict)(),
+                  "point_settings": getattr(runner, "settings", dict)(),
                   "identity_gap": identity_gap(outcome.figures)}
     images = [charts.plot_goodput_curves({k: o.knees[0] for k, o in outcome.knees.items()}, out / "goodput.png")]
     ttfts = {k: list(d.reference.ttfts_s) for k, d in outcome.deployments.items() if d.reference and

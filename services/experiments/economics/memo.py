@@ -75,8 +75,11 @@ class PointMemo:
         key = point_key(scenario, workload, load, seed) + (" whole" if whole else "")
         if self.store is None:
             return key
-        settings = getattr(self.runner, "settings", dict)()
-        return json.dumps([key, settings, code_fingerprint()])
+        return json.dumps([key, self.settings(), code_fingerprint()])
+
+    def settings(self) -> dict:
+        """The runner's settings a point depends on (SimulatedPoints.settings), or none."""
+        return getattr(self.runner, "settings", dict)()
 
     async def run_point(self, scenario: Scenario, workload: str, load: float, seed: int, whole: bool = False
                         ) -> PointResult:
