@@ -24,6 +24,8 @@ _FIRST_SLOTS = 1024  # arrays double as blocks are published; a report-scale ins
 class BlockSlots:
     """Reference counts, hashes and release stamps of published blocks, one slot each."""
 
+    window_slack = 64  # entries an eviction looks at beyond twice its count (a window of the front batch)
+
     def __init__(self) -> None:
         self.refs = np.zeros(_FIRST_SLOTS, np.int64)
         self.hashes = np.zeros(_FIRST_SLOTS, np.uint64)
@@ -34,6 +36,7 @@ class BlockSlots:
         self._clock = 0  # the next release stamp
         self._queue: deque[tuple[np.ndarray, np.ndarray]] = deque()  # (slots, stamps), oldest first
         self._queued = 0  # entries in the queue, live or not
+        self._front = 0  # entries of the queue's first batch before this one are gone
         self.evictable = 0  # published, unreferenced slots
 
     def take(self, hashes: list[int]) -> np.ndarray:
@@ -112,17 +115,24 @@ class BlockSlots:
         need = count
         while need:
             slots, stamps = self._queue[0]
-            live = np.flatnonzero((self.stamps[slots] == stamps) & (self.refs[slots] == 0))
-            taken.append(slots[live[:need]])
-            if live.size > need:  # the rest stays at the front; superseded entries before it are dropped
-                rest = live[need:]
-                self._queue[0] = (slots[rest], stamps[rest])
-                self._queued -= slots.size - rest.size
+            # A window of the front batch, not all of it: after a compaction the front batch holds
+            # every evictable block (millions at the report's scale), and a decode step evicts a few.
+            start = self._front
+            end = min(slots.size, start + 2 * need + self.window_slack)
+            window = slots[start:end]
+            live = np.flatnonzero((self.stamps[window] == stamps[start:end]) & (self.refs[window] == 0))
+            if live.size >= need:
+                taken.append(window[live[:need]])
+                end = start + int(live[need - 1]) + 1
                 need = 0
             else:
-                self._queue.popleft()
-                self._queued -= slots.size
+                taken.append(window[live])
                 need -= live.size
+            self._queued -= end - start
+            if end == slots.size:
+                self._queue.popleft()
+                end = 0
+            self._front = end
         victims = np.concatenate(taken)
         self.stamps[victims] = -1
         self.evictable -= count
@@ -131,14 +141,24 @@ class BlockSlots:
 
     def in_eviction_order(self) -> list[int]:
         """Slots that would be evicted, first to last (an inspection: tests compare states with it)."""
-        return [s for slots, stamps in self._queue for s, t in zip(slots.tolist(), stamps.tolist())
+        return [s for slots, stamps in self._batches() for s, t in zip(slots.tolist(), stamps.tolist())
                 if self.stamps[s] == t and self.refs[s] == 0]
 
+    def _batches(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """The queue's batches with the first one's gone entries cut off."""
+        batches = list(self._queue)
+        if batches:
+            slots, stamps = batches[0]
+            batches[0] = (slots[self._front:], stamps[self._front:])
+        return batches
+
     def _compact(self) -> None:
-        slots = np.concatenate([s for s, _ in self._queue])
-        stamps = np.concatenate([t for _, t in self._queue])
+        batches = self._batches()
+        slots = np.concatenate([s for s, _ in batches])
+        stamps = np.concatenate([t for _, t in batches])
         live = (self.stamps[slots] == stamps) & (self.refs[slots] == 0)
         self._queue = deque([(slots[live], stamps[live])])
+        self._front = 0
         self._queued = int(np.count_nonzero(live))
 
     def _grow(self, size: int) -> None:

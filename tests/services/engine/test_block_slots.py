@@ -62,8 +62,9 @@ def test_a_slot_listed_twice_is_counted_twice_and_queued_once():
 
 def test_the_queue_sheds_superseded_entries_and_keeps_the_order():
     blocks = BlockSlots()
-    kept, churned = blocks.take([1, 2, 3]), blocks.take(list(range(100, 200)))
+    kept, churned = blocks.take([1, 2, 3, 4]), blocks.take(list(range(100, 200)))
     blocks.unref(kept[::-1])
+    assert blocks.evict(1) == [4]  # the front batch is read in part before the queue is compacted
     for _ in range(60):  # 6000 entries superseded by the next use: more than the queue keeps
         blocks.unref(churned)
         blocks.ref(churned)
@@ -76,9 +77,10 @@ operations = st.lists(st.tuples(st.sampled_from(["take", "ref", "unref", "evict"
 
 
 @settings(max_examples=200, deadline=None)
-@given(operations)
-def test_slots_behave_as_counts_in_a_dict_and_an_lru_of_unreferenced_hashes(ops):
+@given(operations, st.sampled_from([0, 64]))
+def test_slots_behave_as_counts_in_a_dict_and_an_lru_of_unreferenced_hashes(ops, window_slack):
     blocks, refs, lru = BlockSlots(), {}, OrderedDict()
+    blocks.window_slack = window_slack  # 0: an eviction reads the front batch a few entries at a time
     slot_of: dict[int, int] = {}
     next_hash = 0
     for op, pick, size in ops:
@@ -111,3 +113,12 @@ def test_slots_behave_as_counts_in_a_dict_and_an_lru_of_unreferenced_hashes(ops)
         blocks.ref(slots) if op == "ref" else blocks.unref(slots[::-1])
         assert blocks.evictable == len(lru)
         assert [int(blocks.hashes[s]) for s in blocks.in_eviction_order()] == list(lru)
+
+
+def test_an_eviction_reads_only_the_front_of_a_large_batch():
+    blocks = BlockSlots()
+    blocks.unref(blocks.take(list(range(100_000)))[::-1])
+    assert blocks.evict(3) == [99_999, 99_998, 99_997]
+    assert blocks._front == 3  # the rest of the batch was not read, nor copied
+    assert blocks.evict(2) == [99_996, 99_995]
+    assert blocks.evictable == len(blocks.in_eviction_order()) == 99_995

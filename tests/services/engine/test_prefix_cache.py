@@ -146,3 +146,34 @@ def test_block_accounting_invariants(operations):
         for held_id, held_ids in contexts.items():
             published = cache.published_blocks(held_id)
             assert cache.held_prefix_blocks(block_hashes(held_ids, 2)) >= published
+
+
+def walked_prefix_blocks(cache: PrefixCache, hashes: list[int]) -> int:
+    """The hit by its definition: leading blocks held on the device or in the host tier, one at a time."""
+    device, host = cache.contents()[0], cache.host.blocks
+    return next((i for i, h in enumerate(hashes) if h not in device and h not in host), len(hashes))
+
+
+# Each request: how much of an earlier chain it shares, its own blocks, how many requests stay live,
+# and how far short of its prompt its hit limit and its commit stop.
+requests = st.lists(st.tuples(st.integers(0, 12), st.integers(0, 6), st.integers(0, 3), st.integers(0, 3)),
+                    min_size=1, max_size=30)
+
+
+@settings(max_examples=300, deadline=None)
+@given(requests, st.integers(4, 40), st.sampled_from([0, 1, 2, 8, 30]))
+def test_held_blocks_are_a_prefix_of_every_chain_so_a_binary_search_finds_the_hit(plan, capacity, host):
+    """The search relies on a held block's parent being held (docs/engine.md "Prefix cache"): under any
+    mix of shared chains, hit limits, partial commits, releases, evictions and host tiers, it agrees
+    with the walk."""
+    cache, live, chains = PrefixCache(capacity, BS, host), [], []
+    for n, (shared, own, keep, short) in enumerate(plan):
+        stem = chains[n % len(chains)] if chains and n % 2 else list(range(shared))
+        hashes = stem[:shared] + [1000 * (n + 1) + i for i in range(own)]
+        chains.append(hashes)
+        if cache.admit(f"s{n}", hashes, len(hashes) + 1, len(hashes) - short if short else None) is not None:
+            cache.commit(f"s{n}", hashes, len(hashes) - short % 2)
+            live.append(f"s{n}")
+        while len(live) > keep:
+            cache.release(live.pop(0))
+        assert [cache.held_prefix_blocks(h) for h in chains] == [walked_prefix_blocks(cache, h) for h in chains]
