@@ -21,6 +21,7 @@ import numpy as np
 from services.engine.block_hashes import DEFAULT_BLOCK_SIZE, block_hashes, extend_block_hashes
 from services.engine.block_slots import BlockSlots
 from services.engine.host_tier import HostTier
+from services.engine.released_chains import ReleasedChains
 from services.types import TokenId
 
 __all__ = ["DEFAULT_BLOCK_SIZE", "PrefixCache", "block_hashes", "extend_block_hashes"]
@@ -73,6 +74,7 @@ class PrefixCache:
         self.block_size = block_size
         self._slot: dict[int, int] = {}  # published hash -> its slot in _blocks
         self._blocks = BlockSlots()  # each published block's reference count and eviction order
+        self._released = ReleasedChains(self._blocks)  # where released prefixes' blocks are, for admissions
         self._holdings: dict[str, _Holding] = {}
         self._private_blocks = 0
         self.evictions = 0
@@ -141,12 +143,17 @@ class PrefixCache:
         """
         if seq_id in self._holdings:
             raise ValueError(f"sequence {seq_id!r} already holds KV blocks")
-        limit = total_blocks if max_hit_blocks is None else min(max_hit_blocks, total_blocks)
+        limit = total_blocks if max_hit_blocks is None else max(0, min(max_hit_blocks, total_blocks))
         hit = min(self.held_prefix_blocks(hashes), limit)
         prefix = hashes[:hit]
-        found = list(map(self._slot.get, prefix))
-        loaded = found.count(None)  # host-tier hits need device blocks to load into
-        on_device = np.array([slot for slot in found if slot is not None] if loaded else found, np.int64)
+        last = self._slot.get(prefix[-1]) if hit > 0 else None
+        on_device = None if last is None else self._released.recall(last, prefix)
+        if on_device is None:
+            found = list(map(self._slot.get, prefix))
+            loaded = found.count(None)  # host-tier hits need device blocks to load into
+            on_device = np.array([slot for slot in found if slot is not None] if loaded else found, np.int64)
+        else:
+            loaded = 0
         private = total_blocks - hit
         if private + loaded > self.free_blocks + self.evictable_blocks - self._blocks.unreferenced(on_device):
             return None
@@ -226,8 +233,10 @@ class PrefixCache:
         if holding is None:
             return
         self._private_blocks -= holding.private
+        slots = holding.slots()
+        self._released.note(slots)
         # Tail first, so that eviction (oldest first) drops a chain's tail before its head.
-        self._blocks.unref(holding.slots()[::-1])
+        self._blocks.unref(slots[::-1])
 
     def contents(self) -> tuple[dict[int, int], list[int], dict[str, tuple[list[int], int, int]]]:
         """(reference count of each published hash, evictable hashes oldest first, each holding's

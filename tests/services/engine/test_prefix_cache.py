@@ -171,7 +171,7 @@ def test_held_blocks_are_a_prefix_of_every_chain_so_a_binary_search_finds_the_hi
         stem = chains[n % len(chains)] if chains and n % 2 else list(range(shared))
         hashes = stem[:shared] + [1000 * (n + 1) + i for i in range(own)]
         chains.append(hashes)
-        if cache.admit(f"s{n}", hashes, len(hashes) + 1, len(hashes) - short if short else None) is not None:
+        if cache.admit(f"s{n}", hashes, len(hashes) + 1, max(0, len(hashes) - short) if short else None) is not None:
             cache.commit(f"s{n}", hashes, len(hashes) - short % 2)
             live.append(f"s{n}")
         while len(live) > keep:
