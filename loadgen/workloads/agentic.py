@@ -136,6 +136,7 @@ class AgenticSession:
             hit_rate=hit,
             target_hit_rate=target,
             think_s=think_s,
+            prompt_array=ids,
         )
 
 

@@ -41,7 +41,9 @@ async def _stream(router: Router, plan: RequestPlan, tally: StreamTally, record:
     """The router's side of one streamed request (services/router/server.py `_handle`, services/router/stream_one.py)."""
     loop, scenario = asyncio.get_running_loop(), router.scenario
     received_unix = time.time()
-    payload = {"model": scenario.model, "prompt": plan.prompt, "max_tokens": plan.max_tokens, "stream": True}
+    # The ids as the router's body parser would leave them: an int64 array (services/router/intake.py).
+    prompt = plan.prompt if plan.prompt_array is None else plan.prompt_array
+    payload = {"model": scenario.model, "prompt": prompt, "max_tokens": plan.max_tokens, "stream": True}
     try:
         body = CompletionRequest.model_validate(payload, context={"vocab_size": router.model.vocab_size})
     except ValidationError as exc:

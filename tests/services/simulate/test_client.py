@@ -34,3 +34,23 @@ def test_tokens_tallied_at_once_give_the_records_their_sse_bytes_give(preset, mo
     through_bytes = _run(preset)
     assert len(chunks) == sum(r["output_tokens"] for r in direct[0]) > 100  # every token went as bytes
     assert direct == through_bytes  # timings, ids, itl, usage and the pdd object, to the last digit
+
+
+def test_a_prompt_handed_over_as_an_array_gives_the_records_its_list_gives(monkeypatch):
+    def run():
+        result = run_simulation(load_scenario("pdd-mini"), "agentic:context=4K,turns=3", concurrency=4,
+                                duration_s=6.0, seed=2)
+        return [dataclasses.asdict(r) for r in result.records]
+
+    arrays = []
+    plan_of = run_module.complete
+
+    async def without_arrays(router, plan, *args, **kwargs):
+        arrays.append(plan.prompt_array is not None)
+        return await plan_of(router, dataclasses.replace(plan, prompt_array=None), *args, **kwargs)
+
+    handed = run()
+    monkeypatch.setattr(run_module, "complete", without_arrays)
+    assert run() == handed
+    assert len(handed) > 8 and any(r["turn"] > 0 for r in handed)  # later turns too, built from outputs
+    assert arrays and all(arrays)  # the agentic workload builds the array the client hands over
