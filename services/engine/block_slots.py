@@ -1,4 +1,5 @@
-"""Published KV blocks as slots of numpy arrays: reference counts and the least-recently-released order.
+"""Published KV blocks as slots of numpy arrays: reference counts, the least-recently-released order,
+and each sequence's holding of slots in prefix order.
 
 A 64K-token prompt is about 4000 blocks, and its admission and its release each touch every one
 of them in every engine it meets. Kept as dict entries, that per-block work was a fifth of a
@@ -15,6 +16,7 @@ eviction supersedes it, so nothing is ever looked for or removed from the middle
 from __future__ import annotations
 
 from collections import deque
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -177,3 +179,32 @@ class BlockSlots:
         order = np.arange(slots.size)
         self._marks[slots] = order
         return bool((self._marks[slots] == order).all())
+
+
+@dataclass(slots=True)
+class Holding:
+    """The blocks one sequence holds; its published ones as slots, in prefix order."""
+
+    chunks: list[np.ndarray] = field(default_factory=list)  # slots of the admitted prefix and of multi-block commits
+    singles: list[int] = field(default_factory=list)  # slots committed one at a time since the last chunk
+    published: int = 0
+    private: int = 0  # blocks reserved for this sequence that are not published (yet)
+    loaded: int = 0  # of the published ones, blocks its admission loaded from the host tier
+
+    def add_chunk(self, slots: np.ndarray) -> None:
+        self._flush()
+        self.chunks.append(slots)
+        self.published += slots.size
+
+    def add_single(self, slot: int) -> None:
+        self.singles.append(slot)
+        self.published += 1
+
+    def slots(self) -> np.ndarray:
+        self._flush()
+        return np.concatenate(self.chunks) if self.chunks else np.zeros(0, np.int64)
+
+    def _flush(self) -> None:
+        if self.singles:
+            self.chunks.append(np.array(self.singles, np.int64))
+            self.singles = []

@@ -14,46 +14,16 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections import Counter, deque
 from itertools import compress
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from services.engine.block_hashes import DEFAULT_BLOCK_SIZE, block_hashes, extend_block_hashes
-from services.engine.block_slots import BlockSlots
+from services.engine.block_slots import BlockSlots, Holding
 from services.engine.host_tier import HostTier
 from services.engine.released_chains import ReleasedChains
 from services.types import TokenId
 
 __all__ = ["DEFAULT_BLOCK_SIZE", "PrefixCache", "block_hashes", "extend_block_hashes"]
-
-
-@dataclass(slots=True)
-class _Holding:
-    """The blocks one sequence holds; its published ones as slots, in prefix order."""
-
-    chunks: list[np.ndarray] = field(default_factory=list)  # slots of the admitted prefix and of multi-block commits
-    singles: list[int] = field(default_factory=list)  # slots committed one at a time since the last chunk
-    published: int = 0
-    private: int = 0  # blocks reserved for this sequence that are not published (yet)
-    loaded: int = 0  # of the published ones, blocks its admission loaded from the host tier
-
-    def add_chunk(self, slots: np.ndarray) -> None:
-        self._flush()
-        self.chunks.append(slots)
-        self.published += slots.size
-
-    def add_single(self, slot: int) -> None:
-        self.singles.append(slot)
-        self.published += 1
-
-    def slots(self) -> np.ndarray:
-        self._flush()
-        return np.concatenate(self.chunks) if self.chunks else np.zeros(0, np.int64)
-
-    def _flush(self) -> None:
-        if self.singles:
-            self.chunks.append(np.array(self.singles, np.int64))
-            self.singles = []
 
 
 class PrefixCache:
@@ -75,7 +45,7 @@ class PrefixCache:
         self._slot: dict[int, int] = {}  # published hash -> its slot in _blocks
         self._blocks = BlockSlots()  # each published block's reference count and eviction order
         self._released = ReleasedChains(self._blocks)  # where released prefixes' blocks are, for admissions
-        self._holdings: dict[str, _Holding] = {}
+        self._holdings: dict[str, Holding] = {}
         self._private_blocks = 0
         self.evictions = 0
 
@@ -160,7 +130,7 @@ class PrefixCache:
         self._blocks.ref(on_device)  # protects them from the eviction _reserve may do below
         self._reserve(private + loaded)
         self._private_blocks -= loaded
-        holding = self._holdings[seq_id] = _Holding(private=private, loaded=loaded)
+        holding = self._holdings[seq_id] = Holding(private=private, loaded=loaded)
         if loaded:
             # Loaded back, referenced once, the host copy kept (HiCache keeps both).
             # `slot is None`, not a truth test: slot 0 is a slot.
