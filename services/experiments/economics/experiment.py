@@ -197,7 +197,8 @@ def sensitivity_cases(plan: Plan) -> list[tuple[str, int, dict[str, Scenario], P
             scenarios = {key: load_scenario(DEPLOYMENTS[key], case.scenario_overrides(load_scenario(DEPLOYMENTS[key])))
                          for key in TORNADO_DEPLOYMENTS}
             cases.append((parameter.name, index, scenarios,
-                          replace(plan, workload=case.workload(plan.workload), compare_ttfts=False)))
+                          replace(plan, workload=case.workload(plan.workload), compare_ttfts=False,
+                                  start_scale=case.start_scale)))
     return cases
 
 

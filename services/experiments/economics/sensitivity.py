@@ -43,6 +43,10 @@ def _hits(first_bin_factor: float) -> str:
     return "hits=" + "/".join(f"{w:.3f}" for w in weights)
 
 
+def _scaled_pool(role: Role, factor: int) -> Callable[[Scenario], tuple[str, ...]]:
+    return lambda s: tuple(f"pools.{p.name}.count={p.count * factor}" for p in s.pools_with(role))
+
+
 def _none(scenario: Scenario) -> tuple[str, ...]:
     return ()
 
@@ -52,6 +56,9 @@ class Case:
     label: str  # the value, as the tornado shows it
     scenario_overrides: Callable[[Scenario], tuple[str, ...]] = _none
     workload_option: str | None = None  # key=value replacing the workload spec's own
+    # where the case's search starts, as a multiple of the base knee: a case that scales the tier that
+    # sets the knee by k moves it by about k, and a search from the base knee would step there 8% at a time
+    start_scale: float = 1.0
 
     def workload(self, spec: str) -> str:
         return spec if self.workload_option is None else with_option(spec, self.workload_option)
@@ -75,6 +82,10 @@ PARAMETERS = (
     # one TP16 H100 instance is the smallest that holds the model, so the relay can only grow
     Parameter("relay size", "1 instance", Case("2 instances", _if_role(Role.RELAY_DECODE, "pools.{name}.count=2")),
               None),
+    # not assumed but sized (docs/simulate.md, "Deployments at the report's scale"): every base knee is
+    # where this shared tier saturates, so its size is the gap's named cause (docs/results.md)
+    Parameter("prefill tier", "2 instances",
+              Case("4 instances", _scaled_pool(Role.PREFILL, 2), start_scale=2.0), None),
     Parameter("host-tier size", "50% of DRAM", Case("25%", lambda s: ("engine.host_cache_fraction=0.25",)),
               Case("75%", lambda s: ("engine.host_cache_fraction=0.75",))),
     Parameter("hit mix (0-90% bin)", f"{DEFAULT_HIT_WEIGHTS[0]:.0%}", Case("-50%", workload_option=_hits(0.5)),

@@ -24,6 +24,7 @@ class ScenarioDrivenBackend:
             knee *= (4392 / load_model(scenario.model).kv_bytes_per_token) ** 0.25  # more KV: the line fills sooner
         relays = scenario.pools_with(Role.RELAY_DECODE)
         knee += 5.0 * (relays[0].count - 1) if relays else 0.0
+        knee *= scenario.pools_with(Role.PREFILL)[0].count / 2  # prefill-bound, as the report-scale knees are
         if "output=768" in workload:
             knee *= 0.8
         point = await AnalyticCurve(knee, 2.0)(load)
@@ -45,6 +46,29 @@ def test_full_run_runs_every_arm_and_parameter_and_draws_the_tornado(tmp_path, m
     assert premium["low"] > base > premium["high"]  # cheaper B, better PDD BCR
     assert by_name["host-tier size"]["low"] == base  # this backend ignores the host tier
     assert {p.name for p in result.images} >= {"goodput.png", "arms_bcr.png", "tornado.png"}
+
+
+def test_the_prefill_tier_case_starts_its_searches_at_twice_the_base_knee(tmp_path, monkeypatch):
+    asked: dict[tuple[str, int], list[float]] = {}
+
+    class Recording(ScenarioDrivenBackend):
+        async def run_point(self, scenario, workload, load, seed):
+            key = (scenario.name, scenario.pools_with(Role.PREFILL)[0].count)
+            asked.setdefault(key, []).append(load)
+            return await super().run_point(scenario, workload, load, seed)
+
+    monkeypatch.setattr(experiment, "_runner", lambda *_: Recording())
+    result = asyncio.run(experiment.economics_experiment(False, tmp_path, log=lambda line: None))
+    for preset in experiment.TORNADO_DEPLOYMENTS:
+        name = experiment.DEPLOYMENTS[preset]
+        base_knee = result.data["deployments"][preset]["points"]
+        passing = max(p["load"] for p in base_knee if p["attainment"] >= 0.9)
+        doubled = asked[(name, 4)]
+        assert doubled[0] == round(2 * passing), (preset, doubled, passing)
+        assert len(doubled) <= 6, doubled  # started near its knee, it steps 8% and halves twice
+    bar = next(b for b in result.data["tornado"] if b["parameter"] == "prefill tier")
+    # both knees double on this backend, and the same added prefill cost dilutes PDD's lower cost
+    assert bar["low"] < result.headline["bcr_gain"]
 
 
 def test_deployments_only_searches_the_three_deployments_and_no_arm_or_case(tmp_path, monkeypatch):
