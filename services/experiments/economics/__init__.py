@@ -7,6 +7,7 @@
 - arms.py: the deployments and iso-cost arms, derived from the `paper-full-*` presets by overrides;
 - validity.py: the checks reported at every knee;
 - sensitivity.py: every assumed parameter as a named override set, and the tornado;
+- cases.py: the sensitivity cases as runs, and each case's figures, knees and checks;
 - charts.py: goodput curves, TTFT CDFs, the tornado and the arms' BCR bars;
 - experiment.py: the whole method, on whichever backend is available.
 """

@@ -27,7 +27,9 @@ from services.experiments.economics.loadpoint import LoadPointRunner
 from services.experiments.economics.memo import PointMemo
 from services.experiments.economics.meshpoint import MeshPoints
 from services.experiments.economics.method import Outcome, Plan, run_method, together
-from services.experiments.economics.sensitivity import PARAMETERS, tornado
+from services.experiments.economics.cases import (TORNADO_DEPLOYMENTS, TORNADO_FIGURE, case_records, case_table,
+                                                  sensitivity_cases)
+from services.experiments.economics.sensitivity import tornado
 from services.experiments.economics.simpoint import SimulatedPoints
 from services.experiments.runner import ExperimentResult
 from services.scenario import Scenario, load_scenario
@@ -41,8 +43,6 @@ QUICK_LOADS = (4.0, 12.0)
 # search starts near the report's 80 req/s (speed 24) halved twice; on the mini presets the quick grid
 # is the sample trace (loadgen/samples) at a quarter and half speed, where pd-intra-mini is near its knee.
 FIRST_SPEED, SLOWEST_SPEED, QUICK_SPEEDS = 6.0, 1 / 16, (0.25, 0.5)
-TORNADO_FIGURE = "bcr_gain"
-TORNADO_DEPLOYMENTS = ("pd-intra", "pdd")  # what TORNADO_FIGURE compares: a case searches these two only
 WARM_FACTOR = 1.08  # an arm's or case's search steps 8% from the base knee: two halvings then reach 2%
 QUICK_WARMUP_S, QUICK_MEASURE_S = 30.0, 60.0  # emulated: a mini point's warm-up and window in the simulator
 BACKENDS = ("simulate", "mesh")
@@ -149,11 +149,14 @@ async def economics_experiment(quick: bool, out: Path, log=print, seeds: int = 1
                                         out / "ttft_cdf.png"))
     if arms is not None:
         data["arms"], data["tornado"] = _arms_and_tornado(arms, outcome, cases, moved, out, images)
+        data["cases"] = case_records(cases, moved)
     if isinstance(runner, PointMemo):
         data["points"] = {"run": runner.run, "reused": runner.reused, "loaded": runner.loaded}
         log(f"{runner.run} points run, {runner.reused} answered from a point already run"
             + (f" ({runner.loaded} read from {runner.store})" if runner.loaded else ""))
     notes = [f"- {key}: " + "; ".join(lines) for key, lines in outcome.checks.items()]
+    if arms is not None:
+        notes += ["", *case_table(data["cases"])]
     notes += [f"- {key}: no load failed the SLA, so its max goodput is only a lower bound"
               for key, over in outcome.knees.items() if not all(k.converged for k in over.knees)]
     return ExperimentResult("economics", quick, outcome.figures, comparison_rows(outcome), data, notes, images)
@@ -179,27 +182,6 @@ async def _after_base(runner: LoadPointRunner, base: Awaitable[Outcome], plan: P
                                                                   case_plan.warm(knees, WARM_FACTOR), log)
                                                        for _, _, scenarios, case_plan in cases)])
     return arms, moved
-
-
-def sensitivity_cases(plan: Plan) -> list[tuple[str, int, dict[str, Scenario], Plan]]:
-    """(parameter, 0 for its low case or 1 for its high, the deployments, the plan) of every case.
-
-    A case runs the two deployments its figure (TORNADO_FIGURE, PDD against the baseline)
-    compares, and no TTFT comparison: cross-DC PD and the reference load are the base run's.
-    """
-    cases = []
-    for parameter in PARAMETERS:
-        for index, case in enumerate((parameter.low, parameter.high)):
-            if case is None:
-                continue
-            if case.workload_option is not None and not plan.integral:
-                continue  # the agentic workload's shape (hit mix, output length): a trace has its own
-            scenarios = {key: load_scenario(DEPLOYMENTS[key], case.scenario_overrides(load_scenario(DEPLOYMENTS[key])))
-                         for key in TORNADO_DEPLOYMENTS}
-            cases.append((parameter.name, index, scenarios,
-                          replace(plan, workload=case.workload(plan.workload), compare_ttfts=False,
-                                  start_scale=case.start_scale)))
-    return cases
 
 
 def _arms_and_tornado(arms: Outcome, base: Outcome, cases: list, moved: list[Outcome], out: Path,

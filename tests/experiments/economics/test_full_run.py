@@ -69,6 +69,12 @@ def test_the_prefill_tier_case_starts_its_searches_at_twice_the_base_knee(tmp_pa
     bar = next(b for b in result.data["tornado"] if b["parameter"] == "prefill tier")
     # both knees double on this backend, and the same added prefill cost dilutes PDD's lower cost
     assert bar["low"] < result.headline["bcr_gain"]
+    record = next(r for r in result.data["cases"] if r["parameter"] == "prefill tier")
+    base = result.data["deployments"]
+    for preset in experiment.TORNADO_DEPLOYMENTS:  # each case's record keeps its own knees
+        assert record["max_goodput_rps"][preset] > 1.8 * base[preset]["max_goodput_rps"]["mean"]
+    assert record["figures"]["bcr_gain"] == bar["low"]
+    assert any(line.startswith("| prefill tier | 4 instances |") for line in result.notes)
 
 
 def test_deployments_only_searches_the_three_deployments_and_no_arm_or_case(tmp_path, monkeypatch):

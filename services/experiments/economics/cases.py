@@ -1,0 +1,70 @@
+"""The sensitivity cases as runs: each case's deployments and plan, and what each case's run found.
+
+A case runs the two deployments its figure (TORNADO_FIGURE, PDD against the baseline)
+compares; its record keeps every headline figure, knee and check, so that a case's move
+of any figure can be read with the mechanism its checks name (docs/results.md,
+"Economics: the arms and the sensitivity").
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from services.experiments.economics.arms import DEPLOYMENTS
+from services.experiments.economics.method import Outcome, Plan
+from services.experiments.economics.sensitivity import PARAMETERS
+from services.scenario import Scenario, load_scenario
+
+TORNADO_FIGURE = "bcr_gain"
+TORNADO_DEPLOYMENTS = ("pd-intra", "pdd")  # what TORNADO_FIGURE compares: a case searches these two only
+
+
+def sensitivity_cases(plan: Plan) -> list[tuple[str, int, dict[str, Scenario], Plan]]:
+    """(parameter, 0 for its low case or 1 for its high, the deployments, the plan) of every case.
+
+    A case runs the two deployments its figure (TORNADO_FIGURE, PDD against the baseline)
+    compares, and no TTFT comparison: cross-DC PD and the reference load are the base run's.
+    """
+    cases = []
+    for parameter in PARAMETERS:
+        for index, case in enumerate((parameter.low, parameter.high)):
+            if case is None:
+                continue
+            if case.workload_option is not None and not plan.integral:
+                continue  # the agentic workload's shape (hit mix, output length): a trace has its own
+            scenarios = {key: load_scenario(DEPLOYMENTS[key], case.scenario_overrides(load_scenario(DEPLOYMENTS[key])))
+                         for key in TORNADO_DEPLOYMENTS}
+            cases.append((parameter.name, index, scenarios,
+                          replace(plan, workload=case.workload(plan.workload), compare_ttfts=False,
+                                  start_scale=case.start_scale)))
+    return cases
+
+
+def case_records(cases: list, moved: list[Outcome]) -> list[dict]:
+    """Every sensitivity case's headline figures, knees and checks: what moved, and by which mechanism."""
+    records = []
+    for (name, index, _, _), outcome in zip(cases, moved):
+        parameter = next(p for p in PARAMETERS if p.name == name)
+        case = parameter.low if index == 0 else parameter.high
+        records.append({"parameter": name, "case": case.label, "figures": outcome.figures,
+                        "max_goodput_rps": {key: over.mean for key, over in outcome.knees.items()},
+                        "knee_agents": {key: d.knee.load if d.knee else None
+                                        for key, d in outcome.deployments.items()},
+                        "checks": outcome.checks})
+    return records
+
+
+def case_table(records: list[dict]) -> list[str]:
+    """The cases as report.md's table: each case's knees and every headline figure it moves."""
+    def pct(value: float | None) -> str:
+        return "-" if value is None else f"{value:+.1%}"
+
+    lines = ["| parameter | case | max goodput, baseline / PDD (req/s) | goodput gain | cost reduction | BCR gain | "
+             "RLD share |", "| --- | --- | --- | ---: | ---: | ---: | ---: |"]
+    for r in records:
+        goodputs = " / ".join("-" if r["max_goodput_rps"].get(k) is None else f"{r['max_goodput_rps'][k]:.1f}"
+                              for k in TORNADO_DEPLOYMENTS)
+        f = r["figures"]
+        lines.append(f"| {r['parameter']} | {r['case']} | {goodputs} | {pct(f['goodput_gain'])} | "
+                     f"{pct(f['cost_reduction'])} | {pct(f['bcr_gain'])} | {pct(f['rld_token_share'])} |")
+    return lines
