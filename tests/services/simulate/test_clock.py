@@ -55,6 +55,30 @@ def test_timers_and_call_at_fire_in_deadline_order():
     assert run_virtual(main()) == ["early", "late"]
 
 
+def test_a_heap_of_mostly_cancelled_timers_is_swept_and_the_rest_fire_at_their_deadlines():
+    async def main() -> list[tuple[float, int]]:
+        loop = asyncio.get_running_loop()
+        fired: list[tuple[float, int]] = []
+        handles = [loop.call_at(10.0 + i, lambda i=i: fired.append((loop.time(), i))) for i in range(400)]
+        for handle in handles[100:]:  # over half the heap cancelled, none at its head: the stock rule sweeps it all
+            handle.cancel()
+        await asyncio.sleep(0)
+        assert len(loop._scheduled) == 100  # swept on the turn after the cancels
+        await asyncio.sleep(1000.0)
+        return fired
+
+    assert run_virtual(main()) == [(10.0 + i, i) for i in range(100)]
+
+
+def test_another_threads_callback_wakes_a_loop_with_no_timer():
+    async def main() -> tuple[int, float]:
+        loop = asyncio.get_running_loop()
+        answer = await loop.run_in_executor(None, lambda: 42)  # no timer pending: the loop blocks on its selector
+        return answer, loop.time()
+
+    assert run_virtual(main(), start=5.0) == (42, 5.0)
+
+
 def test_wait_for_deadlines_fire_in_virtual_time():
     async def main() -> tuple[float, bool]:
         loop = asyncio.get_running_loop()
