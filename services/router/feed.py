@@ -2,8 +2,9 @@
 
 Each decode service sends one message per engine step carrying the tokens of
 every request of this router that the step advanced (services/main_decode/
-feed.py, docs/mesh.md §Token feed), on its feed port (`tcp_feed`) or, in a
-simulation, as the `Tokens` gRPC stream (`grpc_feed`). `TokenFeed` hands them to
+feed.py, docs/mesh.md §Token feed), on its feed port (`tcp_feed`) or, without
+one, as the `Tokens` gRPC stream (`grpc_feed`), which a simulation's stub hands over
+in process instead, as the port would (services/simulate/feedport.py). `TokenFeed` hands them to
 the waiting requests' inboxes (an `EventChannel`, or a `LazyInbox` in a simulation),
 which services/router/decode_stream.py reads. A broken feed reaches each waiting request as a RoleError of its own, with
 no status (services/router/failures.py).
@@ -95,9 +96,14 @@ class TokenFeed:
 
 
 def grpc_feed(stub: pb_grpc.DecodeStub) -> FeedConnect:
-    """The feed as the `Tokens` gRPC stream: where a service has no feed port (a simulation's stubs)."""
+    """The feed as the `Tokens` gRPC stream, or pushed where the stub can (a simulation's: services/simulate/feedport.py)."""
     async def connect(feed: TokenFeed) -> str:
-        call = stub.Tokens(pb.TokensRequest(subscriber=SUBSCRIBER), wait_for_ready=True)
+        request = pb.TokensRequest(subscriber=SUBSCRIBER)
+        open_tokens = getattr(stub, "open_tokens", None)
+        if open_tokens is not None:  # a simulation's stub hands each step over as the feed port does
+            pushed = open_tokens(request, feed.deliver)
+            return pushed if isinstance(pushed, str) else await pushed.wait()
+        call = stub.Tokens(request, wait_for_ready=True)
         try:
             async for message in call:
                 feed.deliver(message.request_id, message.position, message.token)

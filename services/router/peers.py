@@ -35,7 +35,7 @@ class Peers:
     def __init__(self, plan: MeshPlan, stubs: Mapping[str, Any] | None = None) -> None:
         """`stubs`: each peer's stub by service name; None: a gRPC channel to every peer in the plan."""
         self.plan = plan
-        over_sockets = stubs is None  # given stubs (a simulation) read each feed as the Tokens stream
+        over_sockets = stubs is None  # given stubs (a simulation) take each feed through the stub
         self._channels = {} if not over_sockets else {
             s.name: channel(plan.grpc_address(s.name, "router")) for s in plan.services if s.grpc_port}
         if stubs is None:

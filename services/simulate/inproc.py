@@ -28,6 +28,7 @@ from typing import Any, AsyncIterator, NamedTuple
 import grpc
 
 from netem.virtual import VirtualConnection
+from services.simulate.feedport import Deliver, PushedFeed
 
 STREAMING = frozenset({"Generate", "Tokens"})  # the server-streaming methods of proto/pdd/v1/control.proto
 _END = object()
@@ -179,6 +180,10 @@ class InprocStub:
         self._servicer = servicer
         self._peer = f"inproc:{caller}"
         self._wire = wire  # the control link's connection across datacenters; None within one
+
+    def open_tokens(self, request: Any, deliver: Deliver) -> PushedFeed:
+        """The `Tokens` stream as the feed port hands it over: each batch to `deliver` (services/simulate/feedport.py)."""
+        return PushedFeed(self._servicer.feeds, request.subscriber or self._peer, deliver, self._wire)
 
     def __getattr__(self, method: str):
         handler = getattr(self._servicer, method)

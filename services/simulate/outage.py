@@ -28,6 +28,7 @@ from typing import Any, AsyncIterator
 import grpc
 
 from services.scenario.plan import MeshPlan
+from services.simulate.feedport import Deliver, PushedFeed
 from services.simulate.inproc import STREAMING, InprocRpcError, InprocStub, StreamCall
 from services.simulate.wiring import SimulatedMesh
 
@@ -76,6 +77,13 @@ class LiveStub:
     def _check_caller(self) -> None:
         if self._caller in self._mesh.down:  # a killed process runs no more code, so makes no more calls
             raise asyncio.CancelledError()
+
+    def open_tokens(self, request: Any, deliver: Deliver) -> PushedFeed | str:
+        """The pushed feed, its service's side run on the service's behalf; why not, if it is down."""
+        self._check_caller()
+        if self._target in self._mesh.down:
+            return unavailable(self._target).details()
+        return serving(self._target).run(self._stub().open_tokens, request, deliver)
 
     def __getattr__(self, method: str):
         mesh, target = self._mesh, self._target
