@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import heapq
+import itertools
 import selectors
 import threading
 import time
@@ -60,10 +61,30 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         self._virtual_now = start
         super().__init__(selectors.DefaultSelector())
         self._busy_turns = 0
+        self._timer_order = itertools.count()
         self.jumps = 0  # how many times time moved on: a measure of the simulation's work
 
     def time(self) -> float:
         return self._virtual_now
+
+    def call_at(self, when: float, callback: Any, *args: Any, context: Any = None) -> asyncio.TimerHandle:
+        """The stock `call_at`, its timer filed in the heap as (when, order of scheduling, timer).
+
+        The stock heap orders TimerHandles by their own `__lt__`, a Python call per comparison
+        (several for every push and pop, half a million in a `-mini` run), and leaves timers due
+        at the same instant in whatever order the heap's shape gives. A tuple compares in C, and
+        timers due together run in the order they were scheduled.
+        """
+        if when is None:
+            raise TypeError("when cannot be None")
+        self._check_closed()  # type: ignore[attr-defined]
+        if self._debug:  # type: ignore[attr-defined]
+            self._check_thread()  # type: ignore[attr-defined]
+            self._check_callback(callback, "call_at")  # type: ignore[attr-defined]
+        timer = asyncio.TimerHandle(when, callback, args, self, context)
+        heapq.heappush(self._scheduled, (when, next(self._timer_order), timer))  # type: ignore[attr-defined]
+        timer._scheduled = True
+        return timer
 
     def _run_once(self) -> None:
         """One turn of `BaseEventLoop._run_once`, with its select replaced by the jump (docs/simulate.md, "The clock").
@@ -83,18 +104,18 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         scheduled, ready = self._scheduled, self._ready  # type: ignore[attr-defined]
         count = len(scheduled)
         if count > _MIN_SCHEDULED and self._timer_cancelled_count / count > _MIN_CANCELLED:  # type: ignore[attr-defined]
-            for handle in scheduled:
+            for _, _, handle in scheduled:
                 if handle._cancelled:
                     handle._scheduled = False
-            scheduled = self._scheduled = [handle for handle in scheduled if not handle._cancelled]
+            scheduled = self._scheduled = [entry for entry in scheduled if not entry[2]._cancelled]
             heapq.heapify(scheduled)
             self._timer_cancelled_count = 0
         else:
-            while scheduled and scheduled[0]._cancelled:
+            while scheduled and scheduled[0][2]._cancelled:
                 self._timer_cancelled_count -= 1  # type: ignore[attr-defined]
-                heapq.heappop(scheduled)._scheduled = False
+                heapq.heappop(scheduled)[2]._scheduled = False
         if ready or self._stopping or scheduled:  # type: ignore[attr-defined]
-            idle = not ready and not self._stopping and scheduled[0]._when > self._virtual_now  # type: ignore[attr-defined]
+            idle = not ready and not self._stopping and scheduled[0][0] > self._virtual_now  # type: ignore[attr-defined]
             self._busy_turns += 1
             events = None
             if self._busy_turns >= POLL_EVERY:
@@ -103,14 +124,14 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
             if events:
                 self._process_events(events)  # type: ignore[attr-defined]
             elif idle:
-                self._virtual_now = scheduled[0]._when
+                self._virtual_now = scheduled[0][0]
                 self.jumps += 1
         else:
             self._busy_turns = 0
             self._process_events(self._selector.select(0) or self._selector.select(None))  # type: ignore[attr-defined]
         end_time = self._virtual_now + self._clock_resolution  # type: ignore[attr-defined]
-        while scheduled and scheduled[0]._when < end_time:
-            handle = heapq.heappop(scheduled)
+        while scheduled and scheduled[0][0] < end_time:
+            handle = heapq.heappop(scheduled)[2]
             handle._scheduled = False
             ready.append(handle)
         debug = self._debug  # type: ignore[attr-defined]

@@ -70,6 +70,19 @@ def test_a_heap_of_mostly_cancelled_timers_is_swept_and_the_rest_fire_at_their_d
     assert run_virtual(main()) == [(10.0 + i, i) for i in range(100)]
 
 
+def test_timers_due_at_the_same_instant_run_in_the_order_they_were_scheduled():
+    async def main() -> list[int]:
+        loop = asyncio.get_running_loop()
+        rng, fired = random.Random(3), []
+        for i in range(200):  # ties among other deadlines: the stock heap's order of ties follows its shape
+            loop.call_at(1.0, fired.append, i)
+            loop.call_at(rng.uniform(0.5, 1.5), lambda: None)
+        await asyncio.sleep(2.0)
+        return fired
+
+    assert run_virtual(main()) == list(range(200))
+
+
 def test_another_threads_callback_wakes_a_loop_with_no_timer():
     async def main() -> tuple[int, float]:
         loop = asyncio.get_running_loop()
