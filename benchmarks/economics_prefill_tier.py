@@ -1,67 +1,82 @@
-"""The economics gap's named cause, moved: the baseline and PDD with twice the prefill tier.
+"""The economics gap's named cause over seeds: the baseline and PDD with the prefill tier as sized and doubled.
 
-    python -m benchmarks.economics_prefill_tier [--instances 4] [--out DIR]   # about 10 minutes on 2 cores
+    python -m benchmarks.economics_prefill_tier [--seeds 3] [--workers 2] [--out DIR]
 
 The economics experiment's knees all sit where the one shared prefill tier (2 x 16 H100, sized to carry
-the report's SLA goodput at 70% busy; docs/simulate.md "Deployments at the report's scale") saturates.
-This runs the experiment's own simulated points (the report's agentic workload, seed 0, its warm-up and
-window) for the intra-DC baseline and PDD with `pools.prefill.count` instances, searches each knee by
-the experiment's bisection (started at twice the base knees, stepping 25%), and prints each knee, its
-validity checks, the cost and the BCR gain of PDD against the baseline. docs/results.md ("Economics:
-the prefill tier") records a run.
+the report's SLA goodput at 70% busy; docs/simulate.md "Deployments at the report's scale") saturates,
+and its tornado has the tier doubled as one case, on one seed. Near that knee one seed's reading moves
+with where its search lands on the cliff, so this runs the experiment's own two searches per seed (the
+base deployments' bisection from 32 agents, then the "prefill tier" case started at twice each base
+knee, stepping by the experiment's WARM_FACTOR) for every seed, and prints each seed's knees and BCR
+gain and their mean and spread. Points are the experiment's (`experiment economics`): with --out an
+economics run's folder, the points it ran are read back, not run again. About 15 minutes a seed on
+2 cores; docs/results.md ("Economics: the prefill tier") records a run.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import statistics
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
-from services.experiments.economics.experiment import WORKLOAD
-from services.experiments.economics.search import bisect_knee
-from services.experiments.economics.simpoint import SimulatedPoints
-from services.experiments.economics.validity import verdicts
+from services.experiments.economics.arms import DEPLOYMENTS
+from services.experiments.economics.cases import TORNADO_DEPLOYMENTS, sensitivity_cases
+from services.experiments.economics.experiment import WARM_FACTOR, WORKLOAD
+from services.experiments.economics.experiment import _runner as experiment_points
+from services.experiments.economics.method import Outcome, Plan, run_method
 from services.scenario import load_scenario
 from services.scenario.cost import cost_per_hour
 
-# The full run's base knees (docs/results.md): the last passing loads, in agents.
-BASE_KNEE_AGENTS = {"paper-full-pd-intra": 172, "paper-full-pdd": 168}
-START_FACTOR = 2.0  # twice the prefill tier: a knee near twice the base's, if prefill sets it
-STEP = 1.25
+CASE = "prefill tier"
 
 
-async def knee(points: SimulatedPoints, preset: str, instances: int) -> tuple[float, float, list[str], str]:
-    scenario = load_scenario(preset, [f"pools.prefill.count={instances}"])
-    found = await bisect_knee(lambda load: points.run_point(scenario, WORKLOAD, load, 0),
-                              BASE_KNEE_AGENTS[preset] * START_FACTOR, integral=True, factor=STEP)
-    at = found.at_knee()
-    if at is None:
-        raise SystemExit(f"{preset}: no load passed ({found.points[0].load:g} agents and below); start lower")
-    path = ", ".join(f"{p.load:g}: {p.attainment:.0%}" for p in found.points)
-    checks = [f"{v.name} {v.value}{'' if v.ok is not False else ' (' + v.says + ')'}" for v in verdicts(at.stats)]
-    print(f"{preset}: {path} -> {found.goodput_rps:.2f} req/s at {at.load:g} agents", flush=True)
-    return found.goodput_rps, cost_per_hour(scenario), checks, f"{at.load:g}"
+def per_seed_bcr_gain(outcome: Outcome) -> list[float]:
+    intra, pdd = (outcome.deployments[key] for key in TORNADO_DEPLOYMENTS)
+    return [(p / pdd.cost_per_hour) / (i / intra.cost_per_hour) - 1
+            for i, p in zip(outcome.knees["pd-intra"].values, outcome.knees["pdd"].values)]
 
 
-async def main(instances: int, out: Path) -> None:
-    points = SimulatedPoints(out, workers=1)
-    rows = {preset: await knee(points, preset, instances) for preset in BASE_KNEE_AGENTS}
-    print("\n| deployment | $/h | max goodput | BCR | checks at the knee |\n| --- | ---: | ---: | ---: | --- |")
-    for preset, (goodput, cost, checks, agents) in rows.items():
-        print(f"| {preset}, prefill {instances} x 16 | {cost:.2f} | {goodput:.1f} req/s ({agents}) | "
-              f"{goodput / cost:.4f} | {'; '.join(checks)} |")
-    (base, base_cost, *_), (pdd, pdd_cost, *_) = rows.values()
-    print(f"\ngoodput gain {pdd / base - 1:+.1%}, cost reduction {1 - pdd_cost / base_cost:.1%}, "
-          f"BCR gain {(pdd / pdd_cost) / (base / base_cost) - 1:+.1%}")
+def describe(label: str, outcome: Outcome, seeds: tuple[int, ...]) -> list[float]:
+    gains = per_seed_bcr_gain(outcome)
+    for key in TORNADO_DEPLOYMENTS:
+        scenario = outcome.deployments[key].scenario
+        knees = ", ".join(f"seed {s}: " + (f"{k.goodput_rps:.1f} req/s at {k.at_knee().load:g} agents"
+                                                if k.at_knee() is not None else "no load within SLA")
+                          for s, k in zip(seeds, outcome.knees[key].knees))
+        print(f"{label}, {key} (${cost_per_hour(scenario):.2f}/h): {knees}", flush=True)
+    print(f"{label}, BCR gain by seed: {', '.join(f'{g:+.1%}' for g in gains)}; mean {statistics.mean(gains):+.1%}"
+          + (f", spread {statistics.stdev(gains):.1%}" if len(gains) > 1 else ""), flush=True)
+    return gains
+
+
+async def main(seeds: tuple[int, ...], workers: int, out: Path) -> None:
+    runner = experiment_points("simulate", False, out / "runs", workers, resume=True)
+    plan = Plan(WORKLOAD, seeds, compare_ttfts=False)
+    log = lambda line: print(line, flush=True)  # noqa: E731
+    try:
+        base = await run_method(runner, {key: load_scenario(DEPLOYMENTS[key]) for key in TORNADO_DEPLOYMENTS},
+                                plan, log)
+        _, _, scenarios, case_plan = next(case for case in sensitivity_cases(plan) if case[0] == CASE)
+        moved = await run_method(runner, scenarios, replace(case_plan, seeds=seeds).warm(base.knees, WARM_FACTOR),
+                                 log)
+    finally:
+        runner.close()
+    print(f"\n{runner.run} points run, {runner.reused} answered from a point already run ({runner.loaded} read back)")
+    describe("prefill 2 x 16", base, seeds)
+    describe("prefill 4 x 16", moved, seeds)
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--instances", type=int, default=4, help="prefill instances of 16 H100 (base: 2)")
-    parser.add_argument("--out", type=Path, default=None, help="where the points' bench outputs go (a temp dir)")
+    parser.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 (default 3)")
+    parser.add_argument("--workers", type=int, default=2, help="points at once, on a local Ray (default 2)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="an economics run's folder, whose points are read back (default: a temp dir)")
     args = parser.parse_args()
-    if args.instances < 1:
-        parser.error("--instances must be at least 1")
+    if args.seeds < 1 or args.workers < 1:
+        parser.error("--seeds and --workers must be at least 1")
     with tempfile.TemporaryDirectory() as temp:
-        asyncio.run(main(args.instances, args.out or Path(temp)))
+        asyncio.run(main(tuple(range(args.seeds)), args.workers, args.out or Path(temp)))
