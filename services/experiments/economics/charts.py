@@ -35,6 +35,7 @@ def plot_tornado(figure_name: str, base: float, bars: list[Bar], path: Path) -> 
             axes.text(bar.high, y, f" {bar.high_label} ", va="center", ha="left" if bar.high >= base else "right",
                       fontsize=8)
     axes.axvline(base, color="black", lw=1)
+    axes.margins(x=0.2)  # room for the labels at the bars' ends
     axes.set_yticks(range(len(rows)), [bar.parameter for bar in rows])
     axes.set_xlabel(f"{figure_name} (base {base:.3g})")
     axes.grid(alpha=0.3, axis="x")
