@@ -60,6 +60,8 @@ class PushedFeed:
         try:
             if self._wire is not None:
                 await self._wire.send("up", len(feed_wire.hello(subscriber)))
+                if self._ended.done():
+                    return  # the router hung up while its hello crossed: nothing to open
             self._feed = self._feeds.open(subscriber, self._send)
             self._send(([], [], []))
             await self._hung_up

@@ -80,6 +80,20 @@ def test_across_datacenters_each_batch_crosses_the_link_at_its_frames_size_in_or
     on_virtual_time(main)
 
 
+def test_a_router_that_hangs_up_before_the_hello_arrives_leaves_no_feed_open():
+    async def main():
+        async with VirtualLink(LinkConfig.symmetric(delay=f"{DELAY_S * 1000:g}ms"), seed=1) as link:
+            feeds, received = FeedTable(), Received()
+            waiting = asyncio.ensure_future(PushedFeed(feeds, "router", received.deliver, link.connect()).wait())
+            await asyncio.sleep(DELAY_S / 2)  # the hello is still crossing
+            waiting.cancel()
+            await asyncio.gather(waiting, return_exceptions=True)
+            await asyncio.sleep(4 * DELAY_S)
+            assert len(feeds) == 0 and received.steps == []
+
+    on_virtual_time(main)
+
+
 def test_a_reset_ends_the_feed_and_drops_the_batch_still_crossing():
     async def main():
         async with VirtualLink(LinkConfig.symmetric(delay=f"{DELAY_S * 1000:g}ms"), seed=1) as link:
