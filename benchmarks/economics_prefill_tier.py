@@ -39,7 +39,7 @@ def per_seed_bcr_gain(outcome: Outcome) -> list[float]:
             for i, p in zip(outcome.knees["pd-intra"].values, outcome.knees["pdd"].values)]
 
 
-def describe(label: str, outcome: Outcome, seeds: tuple[int, ...]) -> list[float]:
+def describe(label: str, outcome: Outcome, seeds: tuple[int, ...]) -> None:
     gains = per_seed_bcr_gain(outcome)
     for key in TORNADO_DEPLOYMENTS:
         scenario = outcome.deployments[key].scenario
@@ -49,7 +49,6 @@ def describe(label: str, outcome: Outcome, seeds: tuple[int, ...]) -> list[float
         print(f"{label}, {key} (${cost_per_hour(scenario):.2f}/h): {knees}", flush=True)
     print(f"{label}, BCR gain by seed: {', '.join(f'{g:+.1%}' for g in gains)}; mean {statistics.mean(gains):+.1%}"
           + (f", spread {statistics.stdev(gains):.1%}" if len(gains) > 1 else ""), flush=True)
-    return gains
 
 
 async def main(seeds: tuple[int, ...], workers: int, out: Path) -> None:

@@ -92,8 +92,8 @@ class VirtualEventLoop(asyncio.SelectorEventLoop):
         Step for step the stock turn: cancelled timers leave the heap (all of them once they are
         most of it, else from its head), then the selector's turn, then every timer due within the
         clock's resolution joins the ready queue, then the callbacks ready at that point run in
-        order. So timers and callbacks run in the stock loop's order, and a run's records are the
-        same. The selector's turn is where the loop differs: with a timer pending and nothing
+        order. So timers and callbacks run in the stock loop's order (timers due at one instant in
+        the order they were scheduled, `call_at`). The selector's turn is where the loop differs: with a timer pending and nothing
         ready, time jumps to the head's own deadline (so `time()` at the wake-up equals it) instead
         of waiting for it; the real descriptors are polled every POLL_EVERY turns, and blocked on
         only when no timer is left (another thread's `call_soon_threadsafe` can still wake the loop).
