@@ -8,8 +8,9 @@ bench outputs, `sweep.json` and the report as `pdd-emu sweep` does on the
 mesh (loadgen/sweep.py `write_sweep`), so `pdd-emu report` reads them.
 
 Ray is imported when a sweep runs: the rest of the CLI does not pay for it.
-A local Ray (`ray.init(num_cpus=...)`) is started and stopped by the sweep;
-with an address, the sweep joins that cluster and leaves it running
+A local Ray (`ray.init(address="local", num_cpus=...)`) is started and stopped
+by the sweep, a Ray of its own even where a cluster runs on the machine; with
+an address, the sweep joins that cluster and leaves it running
 (docs/simulate.md, "Sweeps on Ray").
 """
 
@@ -94,7 +95,10 @@ def start_ray(ray: Any, address: str | None, num_cpus: int | None) -> bool:
     if address is not None:
         join_cluster(ray, address)
     else:
-        ray.init(num_cpus=num_cpus, include_dashboard=False, logging_level="WARNING", log_to_driver=False)
+        # "local": a Ray of our own even where `ray start` left its address file or RAY_ADDRESS is set;
+        # joining that cluster unasked would fail on num_cpus, or run on CPUs nobody offered.
+        ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, logging_level="WARNING",
+                 log_to_driver=False)
     return True
 
 

@@ -43,7 +43,7 @@ def test_a_population_sweep_on_a_local_ray_writes_bench_outputs_and_the_sweep(tm
 
 
 @pytest.mark.slow
-def test_a_sweep_joins_a_running_cluster_by_address_and_leaves_it_running(tmp_path, ray_cluster):
+def test_a_sweep_joins_a_cluster_only_by_address_and_leaves_it_running(tmp_path, ray_cluster):
     address, env, ray = ray_cluster
     done = subprocess.run([sys.executable, "-m", "services.cli", "sweep", "--simulate", "--scenario", "pdd-mini",
                            "--workload", WORKLOAD, "--concurrencies", "2", "--duration", "3s", "--seed", "5",
@@ -56,6 +56,19 @@ def test_a_sweep_joins_a_running_cluster_by_address_and_leaves_it_running(tmp_pa
     still_up = subprocess.run([ray, "status", "--address", address], capture_output=True, text=True, env=env,
                               timeout=RAY_DEADLINE_S)
     assert still_up.returncode == 0, still_up.stderr  # joined, not started: the cluster outlives the sweep
+    # Without --ray-address a sweep starts a Ray of its own, even with the cluster's address in
+    # RAY_ADDRESS (or in the address file `ray start` leaves): Ray would otherwise join the cluster,
+    # and refuse --num-cpus there. Stopping its own Ray leaves the cluster up.
+    local = subprocess.run([sys.executable, "-m", "services.cli", "sweep", "--simulate", "--scenario", "pdd-mini",
+                            "--workload", WORKLOAD, "--concurrencies", "2", "--duration", "3s", "--seed", "5",
+                            "--num-cpus", "1", "--out", str(tmp_path / "local"), "--no-progress"],
+                           capture_output=True, text=True, env=env | {"RAY_ADDRESS": address}, timeout=RAY_DEADLINE_S)
+    assert local.returncode == 0, local.stderr
+    assert read_records(tmp_path / "local" / "concurrency-2" / "requests.jsonl") == read_records(
+        tmp_path / "out" / "concurrency-2" / "requests.jsonl")
+    still_up = subprocess.run([ray, "status", "--address", address], capture_output=True, text=True, env=env,
+                              timeout=RAY_DEADLINE_S)
+    assert still_up.returncode == 0, still_up.stderr
 
 
 def test_a_sweep_without_ray_installed_says_which_extra_to_install(monkeypatch):
