@@ -39,7 +39,7 @@ soak-faults: $(STAMP) ## a different fault every minute for 30 min under load: 0
 	$(BIN)/pdd-emu chaos fault-soak $(if $(QUICK),--quick,) --json --run-dir out/soak-faults
 
 load: $(STAMP) ## Locust soak of pdd-mini at its rated load: zero errors, RSS of every process (LOAD_DURATION=300s)
-	$(BIN)/pdd-emu chaos soak --duration $(LOAD_DURATION)
+	$(BIN)/pdd-emu chaos soak --duration $(LOAD_DURATION) --run-dir out/soak
 
 bench: $(STAMP) ## run every benchmark (QUICK=1 for short runs); figures go to docs/ by hand
 	$(BIN)/python benchmarks/run_all.py $(if $(QUICK),--quick,)
