@@ -32,11 +32,15 @@ def sensitivity_cases(plan: Plan) -> list[tuple[str, int, dict[str, Scenario], P
                 continue
             if case.workload_option is not None and not plan.integral:
                 continue  # the agentic workload's shape (hit mix, output length): a trace has its own
-            scenarios = {key: load_scenario(DEPLOYMENTS[key], case.scenario_overrides(load_scenario(DEPLOYMENTS[key])))
-                         for key in TORNADO_DEPLOYMENTS}
+            overrides = {key: case.scenario_overrides(load_scenario(DEPLOYMENTS[key])) for key in TORNADO_DEPLOYMENTS}
+            scenarios = {key: load_scenario(DEPLOYMENTS[key], overrides[key]) for key in TORNADO_DEPLOYMENTS}
+            # Only a deployment the case changes starts its search at the scaled knee; one it leaves as
+            # it was searches from its base knee, where the base run's points answer at once.
+            scales = {key: case.start_scale for key in TORNADO_DEPLOYMENTS
+                      if overrides[key] or case.workload_option is not None}
             cases.append((parameter.name, index, scenarios,
                           replace(plan, workload=case.workload(plan.workload), compare_ttfts=False,
-                                  start_scale=case.start_scale)))
+                                  start_scales=scales)))
     return cases
 
 

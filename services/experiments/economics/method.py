@@ -33,19 +33,19 @@ class Plan:
     # per deployment, a knee found before: its last passing and first failing load (None: none failed)
     starts: dict[str, tuple[float, float | None]] = field(default_factory=dict)
     factor: float = 2.0  # the bisection's step while it brackets the knee, from a start (search.py)
-    start_scale: float = 1.0  # a warm start at the found knee times this (a case that scales the tier setting it)
+    # per deployment, a warm start at the found knee times this (a case that scales the tier setting it)
+    start_scales: dict[str, float] = field(default_factory=dict)
     compare_ttfts: bool = True  # run every deployment at the baseline's knee load to compare TTFTs there
 
     def warm(self, knees: dict[str, OverSeeds], factor: float) -> Plan:
         """This plan started at each deployment's knee in `knees` (found before), stepping by `factor`.
 
-        With a `start_scale` the search starts at the knee's load times it, and the failing load
-        found above the knee says nothing there.
+        Where `start_scales` has a deployment's key, its search starts at the knee's load times that,
+        and the failing load found above the knee says nothing there.
         """
         starts = {key: bracket for key, over in knees.items() if (bracket := over.knees[0].bracket()) is not None}
-        if self.start_scale != 1.0:
-            starts = {key: (_scaled(passing, self.start_scale, self.integral), None)
-                      for key, (passing, _) in starts.items()}
+        starts = {key: (_scaled(bracket[0], self.start_scales[key], self.integral), None)
+                  if self.start_scales.get(key, 1.0) != 1.0 else bracket for key, bracket in starts.items()}
         return replace(self, starts=starts, factor=factor)
 
 

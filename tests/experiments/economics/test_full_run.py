@@ -77,6 +77,31 @@ def test_the_prefill_tier_case_starts_its_searches_at_twice_the_base_knee(tmp_pa
     assert any(line.startswith("| prefill tier | 4 instances |") for line in result.notes)
 
 
+def test_pdds_prefill_tier_case_moves_pdds_search_alone(tmp_path, monkeypatch):
+    asked: dict[tuple[str, int], list[float]] = {}
+
+    class Recording(ScenarioDrivenBackend):
+        async def run_point(self, scenario, workload, load, seed):
+            asked.setdefault((scenario.name, scenario.pools_with(Role.PREFILL)[0].count), []).append(load)
+            return await super().run_point(scenario, workload, load, seed)
+
+    monkeypatch.setattr(experiment, "_runner", lambda *_: Recording())
+    result = asyncio.run(experiment.economics_experiment(False, tmp_path, log=lambda line: None))
+    base = result.data["deployments"]
+    passing = max(p["load"] for p in base["pdd"]["points"] if p["attainment"] >= 0.9)
+    third = asked[(experiment.DEPLOYMENTS["pdd"], 3)]
+    assert third[0] == round(1.5 * passing), (third, passing)
+    # The baseline is left as it was: its case search is its base search's bracket, not a new climb.
+    baseline_loads = {p["load"] for p in base["pd-intra"]["points"]}
+    assert set(asked[(experiment.DEPLOYMENTS["pd-intra"], 2)]) == baseline_loads
+    record = next(r for r in result.data["cases"] if r["parameter"] == "PDD's prefill tier")
+    assert record["max_goodput_rps"]["pd-intra"] == base["pd-intra"]["max_goodput_rps"]["mean"]
+    assert record["max_goodput_rps"]["pdd"] > 1.4 * base["pdd"]["max_goodput_rps"]["mean"]
+    # a third of the prefill-bound knee again, for a sixth more of PDD's bill: the gain rises
+    bar = next(b for b in result.data["tornado"] if b["parameter"] == "PDD's prefill tier")
+    assert bar["low"] > result.headline["bcr_gain"] and bar["low"] == record["figures"]["bcr_gain"]
+
+
 def test_deployments_only_searches_the_three_deployments_and_no_arm_or_case(tmp_path, monkeypatch):
     asked = []
 
