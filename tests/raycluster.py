@@ -45,7 +45,7 @@ def _lines(stream) -> queue.Queue[str | None]:
     return lines
 
 
-def _wait_ready(lines: queue.Queue[str | None], deadline: float) -> str:
+def _wait_ready(lines: queue.Queue[str | None], deadline: float) -> None:
     seen: list[str] = []
     while (left := deadline - time.monotonic()) > 0:
         try:
@@ -56,7 +56,7 @@ def _wait_ready(lines: queue.Queue[str | None], deadline: float) -> str:
             raise AssertionError("`ray start --head` exited before the head was up:\n" + "".join(seen[-40:]))
         seen.append(line)
         if READY in line:
-            return "".join(seen)
+            return
     raise AssertionError(f"the Ray head was not up within {RAY_DEADLINE_S} s:\n" + "".join(seen[-40:]))
 
 
