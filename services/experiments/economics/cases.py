@@ -1,8 +1,9 @@
 """The sensitivity cases as runs: each case's deployments and plan, and what each case's run found.
 
 A case runs the two deployments its figure (TORNADO_FIGURE, PDD against the baseline)
-compares; its record keeps every headline figure, knee and check, so that a case's move
-of any figure can be read with the mechanism its checks name (docs/results.md,
+compares, and a case of the line's mechanisms also runs cross-DC PD at its reference load
+for the TTFT figure; its record keeps every headline figure, knee and check, so that a
+case's move of any figure can be read with the mechanism its checks name (docs/results.md,
 "Economics: the arms and the sensitivity").
 """
 
@@ -17,13 +18,15 @@ from services.scenario import Scenario, load_scenario
 
 TORNADO_FIGURE = "bcr_gain"
 TORNADO_DEPLOYMENTS = ("pd-intra", "pdd")  # what TORNADO_FIGURE compares: a case searches these two only
+TTFT_ONLY = ("pd-cross",)  # what PDD's TTFT is compared with: run at a `ttfts` case's reference load only
 
 
 def sensitivity_cases(plan: Plan) -> list[tuple[str, int, dict[str, Scenario], Plan]]:
     """(parameter, 0 for its low case or 1 for its high, the deployments, the plan) of every case.
 
     A case runs the two deployments its figure (TORNADO_FIGURE, PDD against the baseline)
-    compares, and no TTFT comparison: cross-DC PD and the reference load are the base run's.
+    compares. One marked `ttfts` also runs cross-DC PD, at the case's reference load alone, for
+    its TTFT figure; every other case compares no TTFTs (they are the base run's).
     """
     cases = []
     for parameter in PARAMETERS:
@@ -32,14 +35,16 @@ def sensitivity_cases(plan: Plan) -> list[tuple[str, int, dict[str, Scenario], P
                 continue
             if case.workload_option is not None and not plan.integral:
                 continue  # the agentic workload's shape (hit mix, output length): a trace has its own
-            overrides = {key: case.scenario_overrides(load_scenario(DEPLOYMENTS[key])) for key in TORNADO_DEPLOYMENTS}
-            scenarios = {key: load_scenario(DEPLOYMENTS[key], overrides[key]) for key in TORNADO_DEPLOYMENTS}
+            keys = (*TORNADO_DEPLOYMENTS, *TTFT_ONLY) if case.ttfts else TORNADO_DEPLOYMENTS
+            overrides = {key: case.scenario_overrides(load_scenario(DEPLOYMENTS[key])) for key in keys}
+            scenarios = {key: load_scenario(DEPLOYMENTS[key], overrides[key]) for key in keys}
             # Only a deployment the case changes starts its search at the scaled knee; one it leaves as
             # it was searches from its base knee, where the base run's points answer at once.
             scales = {key: case.start_scale for key in TORNADO_DEPLOYMENTS
                       if overrides[key] or case.workload_option is not None}
             cases.append((parameter.name, index, scenarios,
-                          replace(plan, workload=case.workload(plan.workload), compare_ttfts=False,
+                          replace(plan, workload=case.workload(plan.workload), compare_ttfts=case.ttfts,
+                                  reference_only=frozenset(TTFT_ONLY) if case.ttfts else frozenset(),
                                   start_scales=scales)))
     return cases
 
@@ -54,7 +59,12 @@ def case_records(cases: list, moved: list[Outcome]) -> list[dict]:
                         "max_goodput_rps": {key: over.mean for key, over in outcome.knees.items()},
                         "knee_agents": {key: d.knee.load if d.knee else None
                                         for key, d in outcome.deployments.items()},
-                        "checks": outcome.checks})
+                        "checks": outcome.checks,
+                        # the TTFT figure's load and tails (a `ttfts` case; empty for any other)
+                        "ttft_p99_s": {key: d.reference.ttft_s.p99 for key, d in outcome.deployments.items()
+                                       if d.reference},
+                        "reference_agents": next((d.reference.load for d in outcome.deployments.values()
+                                                  if d.reference), None)})
     return records
 
 
@@ -64,11 +74,12 @@ def case_table(records: list[dict]) -> list[str]:
         return "-" if value is None else f"{value:+.1%}"
 
     lines = ["| parameter | case | max goodput, baseline / PDD (req/s) | goodput gain | cost reduction | BCR gain | "
-             "RLD share |", "| --- | --- | --- | ---: | ---: | ---: | ---: |"]
+             "RLD share | TTFT P99 reduction |", "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"]
     for r in records:
         goodputs = " / ".join("-" if r["max_goodput_rps"].get(k) is None else f"{r['max_goodput_rps'][k]:.1f}"
                               for k in TORNADO_DEPLOYMENTS)
         f = r["figures"]
         lines.append(f"| {r['parameter']} | {r['case']} | {goodputs} | {pct(f['goodput_gain'])} | "
-                     f"{pct(f['cost_reduction'])} | {pct(f['bcr_gain'])} | {pct(f['rld_token_share'])} |")
+                     f"{pct(f['cost_reduction'])} | {pct(f['bcr_gain'])} | {pct(f['rld_token_share'])} | "
+                     f"{pct(f['ttft_p99_reduction'])} |")
     return lines

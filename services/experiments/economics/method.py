@@ -36,6 +36,8 @@ class Plan:
     # per deployment, a warm start at the found knee times this (a case that scales the tier setting it)
     start_scales: dict[str, float] = field(default_factory=dict)
     compare_ttfts: bool = True  # run every deployment at the baseline's knee load to compare TTFTs there
+    # deployments run at the reference load only, for the TTFT figure, with no search of their own
+    reference_only: frozenset[str] = frozenset()
 
     def warm(self, knees: dict[str, OverSeeds], factor: float) -> Plan:
         """This plan started at each deployment's knee in `knees` (found before), stepping by `factor`.
@@ -72,7 +74,7 @@ class Outcome:
                                   "ttft_p99_s": p.ttft_s.p99, "stopped_at_verdict": p.stopped_at_verdict}
                                  for p in self.knees[key].knees[0].points],
                       "checks": self.checks.get(key, [])}
-                for key, d in self.deployments.items()}
+                for key, d in self.deployments.items() if key in self.knees}
 
 
 async def knee_of(runner: LoadPointRunner, scenario: Scenario, plan: Plan, seed: int, key: str = "") -> Knee:
@@ -94,9 +96,9 @@ async def together(runner: LoadPointRunner, jobs: list[Awaitable]) -> list:
     return [await job for job in jobs]
 
 
-async def _at(runner: LoadPointRunner, scenario: Scenario, plan: Plan, knee: Knee, load: float | None
-              ) -> PointResult | None:
-    """The deployment's point at `load`: the one its search ran there, else one run there now.
+async def _at(runner: LoadPointRunner, scenario: Scenario, plan: Plan, searched: tuple[PointResult, ...],
+              load: float | None) -> PointResult | None:
+    """The deployment's point at `load`: the one its search ran there (`searched`), else one run there now.
 
     A bisection visits loads of its own, so another deployment's knee is seldom among them; a
     point at a nearby load would compare TTFTs at unequal loads, near a knee far apart. The TTFTs
@@ -104,7 +106,7 @@ async def _at(runner: LoadPointRunner, scenario: Scenario, plan: Plan, knee: Kne
     """
     if load is None:
         return None
-    for point in knee.points:
+    for point in searched:
         if point.load == load and not point.stopped_at_verdict:
             return point
     whole = {"whole": True} if getattr(runner, "stops_at_verdict", False) else {}
@@ -113,6 +115,9 @@ async def _at(runner: LoadPointRunner, scenario: Scenario, plan: Plan, knee: Kne
 
 async def run_method(runner: LoadPointRunner, scenarios: dict[str, Scenario], plan: Plan, log=print) -> Outcome:
     """`scenarios` holds "pd-intra" and "pdd", and "pd-cross" for the TTFT figure (and any other arms) by key.
+
+    A deployment in `plan.reference_only` is not searched: it runs the reference load alone, for
+    the TTFT figure, and has no knee, goodput or checks.
 
     A `parallel` runner is asked for every deployment's and seed's search at once (each search is
     itself one point after another); any other runs them in turn (a mesh point owns the machine).
@@ -123,16 +128,22 @@ async def run_method(runner: LoadPointRunner, scenarios: dict[str, Scenario], pl
             + f" -> {knee.goodput_rps if knee.goodput_rps is None else round(knee.goodput_rps, 3)} req/s")
         return knee
 
-    searches = [(key, seed) for key in scenarios for seed in plan.seeds]
+    searched = [key for key in scenarios if key not in plan.reference_only]
+    only_at_reference = [key for key in scenarios if key in plan.reference_only]
+    searches = [(key, seed) for key in searched for seed in plan.seeds]
     found = await together(runner, [search(key, seed) for key, seed in searches])
-    knees = {key: OverSeeds(tuple(k for (k_key, _), k in zip(searches, found) if k_key == key)) for key in scenarios}
+    knees = {key: OverSeeds(tuple(k for (k_key, _), k in zip(searches, found) if k_key == key)) for key in searched}
     base_knee = knees["pd-intra"].knees[0].at_knee()
     reference = base_knee.load if base_knee and plan.compare_ttfts else None
-    points = await together(runner, [_at(runner, scenarios[key], plan, over.knees[0], reference)
-                                     for key, over in knees.items()])
+    points = await together(runner, [*(_at(runner, scenarios[key], plan, over.knees[0].points, reference)
+                                       for key, over in knees.items()),
+                                     *(_at(runner, scenarios[key], plan, (), reference)
+                                       for key in only_at_reference)])
     deployments = {key: Deployment(key, scenarios[key], over.mean, point, over.knees[0].at_knee())
                    for (key, over), point in zip(knees.items(), points)}
+    deployments |= {key: Deployment(key, scenarios[key], None, point, None)
+                    for key, point in zip(only_at_reference, points[len(knees):])}
     figures = headline(deployments["pd-intra"], deployments.get("pd-cross"), deployments["pdd"])
     checks = {key: [v.line() for v in verdicts(d.knee.stats)] if d.knee else ["no load within SLA"]
-              for key, d in deployments.items()}
+              for key, d in deployments.items() if key in knees}
     return Outcome(knees, deployments, figures, checks)

@@ -65,6 +65,9 @@ class Case:
     # where the case's search starts, as a multiple of the base knee: a case that scales the tier that
     # sets the knee by k moves it by about k, and a search from the base knee would step there 8% at a time
     start_scale: float = 1.0
+    # a case whose mechanism is the line's (the bytes it carries, which requests relay past it): its run
+    # also compares TTFTs, PDD against cross-DC PD at the case's reference load, as the base run does
+    ttfts: bool = False
 
     def workload(self, spec: str) -> str:
         return spec if self.workload_option is None else with_option(spec, self.workload_option)
@@ -79,7 +82,8 @@ class Parameter:
 
 
 PARAMETERS = (
-    Parameter("KV bytes per token", "4.4 KB", Case("46 KB", lambda s: ("model=pdd-paper-kv46k",)), None),
+    Parameter("KV bytes per token", "4.4 KB", Case("46 KB", lambda s: ("model=pdd-paper-kv46k",), ttfts=True),
+              None),
     Parameter("GPU-B price premium", f"{load_gpu('h200-sxm').price_per_hour / H100_PRICE - 1:.0%}",
               Case("20%", _b_price(0.20)), Case("30%", _b_price(0.30))),
     Parameter("line price", f"${WAN_PRICE_PER_HOUR_20G:.2f}/h",
@@ -105,8 +109,10 @@ PARAMETERS = (
     Parameter("output length", "32..480", Case("-50%", workload_option="output=16..240"),
               Case("+50%", workload_option="output=48..720")),
     Parameter("pipeline threshold", f"{BASE_THRESHOLD_S * 1000:.0f} ms",
-              Case("-50%", _if_role(Role.RELAY_DECODE, f"pdd.transfer_threshold_s={BASE_THRESHOLD_S / 2}")),
-              Case("+50%", _if_role(Role.RELAY_DECODE, f"pdd.transfer_threshold_s={BASE_THRESHOLD_S * 1.5}"))),
+              Case("-50%", _if_role(Role.RELAY_DECODE, f"pdd.transfer_threshold_s={BASE_THRESHOLD_S / 2}"),
+                   ttfts=True),
+              Case("+50%", _if_role(Role.RELAY_DECODE, f"pdd.transfer_threshold_s={BASE_THRESHOLD_S * 1.5}"),
+                   ttfts=True)),
 )
 
 

@@ -102,6 +102,35 @@ def test_pdds_prefill_tier_case_moves_pdds_search_alone(tmp_path, monkeypatch):
     assert bar["low"] > result.headline["bcr_gain"] and bar["low"] == record["figures"]["bcr_gain"]
 
 
+def test_the_line_cases_compare_ttfts_with_cross_dc_pd_run_at_their_reference_load_alone(tmp_path, monkeypatch):
+    asked: dict[tuple[str, int], list[float]] = {}
+
+    class Recording(ScenarioDrivenBackend):
+        async def run_point(self, scenario, workload, load, seed):
+            kv = load_model(scenario.model).kv_bytes_per_token
+            asked.setdefault((scenario.name, kv), []).append(load)
+            return await super().run_point(scenario, workload, load, seed)
+
+    monkeypatch.setattr(experiment, "_runner", lambda *_: Recording())
+    result = asyncio.run(experiment.economics_experiment(False, tmp_path, log=lambda line: None))
+    records = {(r["parameter"], r["case"]): r for r in result.data["cases"]}
+    kv = records[("KV bytes per token", "46 KB")]
+    cross_at_46k = [loads for (name, bytes_), loads in asked.items()
+                    if name == experiment.DEPLOYMENTS["pd-cross"] and bytes_ > 4392]
+    # cross-DC PD at 46 KB runs once, at the case's own baseline knee: no search of its own
+    assert cross_at_46k == [[kv["reference_agents"]]]
+    assert kv["knee_agents"]["pd-intra"] == kv["reference_agents"]
+    assert set(kv["ttft_p99_s"]) == {"pd-intra", "pd-cross", "pdd"}
+    assert kv["figures"]["ttft_p99_reduction"] == 1 - kv["ttft_p99_s"]["pdd"] / kv["ttft_p99_s"]["pd-cross"]
+    for side in ("-50%", "+50%"):
+        assert records[("pipeline threshold", side)]["figures"]["ttft_p99_reduction"] is not None
+    # every other case leaves the TTFT figure to the base run
+    assert records[("host-tier size", "25%")]["figures"]["ttft_p99_reduction"] is None
+    assert records[("host-tier size", "25%")]["ttft_p99_s"] == {}
+    row = next(line for line in result.notes if line.startswith("| KV bytes per token | 46 KB |"))
+    assert row.rstrip(" |").endswith(f"{kv['figures']['ttft_p99_reduction']:+.1%}")
+
+
 def test_deployments_only_searches_the_three_deployments_and_no_arm_or_case(tmp_path, monkeypatch):
     asked = []
 

@@ -91,3 +91,25 @@ def test_ttfts_at_the_reference_load_are_read_over_a_whole_window():
     # at its verdict, and the comparison runs it whole; the baseline's own point there passed
     assert ("pd-cross", reference, True) in asked and ("pd-intra", reference, True) not in asked
     assert all(load == reference for _, load, whole in asked if whole)  # the searches' points may stop
+
+
+def test_a_deployment_run_only_at_the_reference_load_gives_the_ttft_figure_without_a_search():
+    scenarios = {key: load_scenario(f"{key}-mini") for key in KNEES}
+    asked: list[tuple[str, float]] = []
+
+    class Recording(SyntheticBackend):
+        async def run_point(self, scenario, workload, load, seed):
+            asked.append((scenario.name.removesuffix("-mini"), load))
+            return await super().run_point(scenario, workload, load, seed)
+
+    plan = Plan("agentic", first_load=8.0, reference_only=frozenset({"pd-cross"}))
+    outcome = asyncio.run(run_method(Recording(), scenarios, plan, log=lambda line: None))
+    reference = outcome.deployments["pd-intra"].reference.load
+    assert [load for key, load in asked if key == "pd-cross"] == [reference]  # one point, no search
+    cross = outcome.deployments["pd-cross"]
+    assert cross.reference.load == reference and cross.knee is None and cross.goodput_rps is None
+    assert "pd-cross" not in outcome.knees and "pd-cross" not in outcome.checks
+    assert "pd-cross" not in outcome.summary()
+    p99 = {key: outcome.deployments[key].reference.ttft_s.p99 for key in ("pdd", "pd-cross")}
+    assert outcome.figures["ttft_p99_reduction"] == pytest.approx(1 - p99["pdd"] / p99["pd-cross"])
+    assert outcome.figures["ttft_p99_reduction"] > 0  # pd-cross (knee 30) is past its knee there
