@@ -25,7 +25,7 @@ from pathlib import Path
 from services.experiments.economics.arms import DEPLOYMENTS
 from services.experiments.economics.cases import TORNADO_DEPLOYMENTS, sensitivity_cases
 from services.experiments.economics.experiment import WARM_FACTOR, WORKLOAD
-from services.experiments.economics.experiment import _runner as experiment_points
+from services.experiments.economics.experiment import point_runner as experiment_points
 from services.experiments.economics.method import Outcome, Plan, run_method
 from services.scenario import load_scenario
 from services.scenario.cost import cost_per_hour

@@ -29,6 +29,7 @@ def sensitivity_cases(plan: Plan) -> list[tuple[str, int, dict[str, Scenario], P
     its TTFT figure; every other case compares no TTFTs (they are the base run's).
     """
     cases = []
+    presets = {key: load_scenario(DEPLOYMENTS[key]) for key in (*TORNADO_DEPLOYMENTS, *TTFT_ONLY)}
     for parameter in PARAMETERS:
         for index, case in enumerate((parameter.low, parameter.high)):
             if case is None:
@@ -36,7 +37,7 @@ def sensitivity_cases(plan: Plan) -> list[tuple[str, int, dict[str, Scenario], P
             if case.workload_option is not None and not plan.integral:
                 continue  # the agentic workload's shape (hit mix, output length): a trace has its own
             keys = (*TORNADO_DEPLOYMENTS, *TTFT_ONLY) if case.ttfts else TORNADO_DEPLOYMENTS
-            overrides = {key: case.scenario_overrides(load_scenario(DEPLOYMENTS[key])) for key in keys}
+            overrides = {key: case.scenario_overrides(presets[key]) for key in keys}
             scenarios = {key: load_scenario(DEPLOYMENTS[key], overrides[key]) for key in keys}
             # Only a deployment the case changes starts its search at the scaled knee; one it leaves as
             # it was searches from its base knee, where the base run's points answer at once.

@@ -80,7 +80,7 @@ def check_options(quick: bool, seeds: int = 1, backend: str = "simulate", worker
     workload_plan(quick, workload, (0,))  # a trace that cannot be replayed
 
 
-def _runner(backend: str, quick: bool, out: Path, workers: int = 1, resume: bool = False,
+def point_runner(backend: str, quick: bool, out: Path, workers: int = 1, resume: bool = False,
             ray_address: str | None = None, warmup_s: float | None = None) -> LoadPointRunner:
     """The load-point backend; the options are those `check_options` passed."""
     if backend == "mesh":
@@ -121,7 +121,7 @@ async def economics_experiment(quick: bool, out: Path, log=print, seeds: int = 1
                                warmup_s: float | None = None) -> ExperimentResult:
     check_options(quick, seeds, backend, workers, workload, resume, deployments_only, ray_address, warmup_s)
     seed_list = tuple(range(seeds))
-    runner = _runner(backend, quick, out / "runs", workers, resume, ray_address, warmup_s)
+    runner = point_runner(backend, quick, out / "runs", workers, resume, ray_address, warmup_s)
     presets, plan = (MINI if quick else DEPLOYMENTS), workload_plan(quick, workload, seed_list)
     log(f"economics on the {runner.backend} backend: {', '.join(presets.values())}; seeds {list(seed_list)}"
         + (f"; {workers} workers" if workers > 1 else "") + (f"; the Ray cluster at {ray_address}" if ray_address

@@ -32,7 +32,7 @@ class ScenarioDrivenBackend:
 
 
 def test_full_run_runs_every_arm_and_parameter_and_draws_the_tornado(tmp_path, monkeypatch):
-    monkeypatch.setattr(experiment, "_runner", lambda *_: ScenarioDrivenBackend())
+    monkeypatch.setattr(experiment, "point_runner", lambda *_: ScenarioDrivenBackend())
     result = asyncio.run(experiment.economics_experiment(False, tmp_path, log=lambda line: None))
     assert set(result.data["arms"]) == {"baseline", "pdd-b-tp8", "pdd-b-tp16-dp", "pd-cross-b"}
     bars = result.data["tornado"]
@@ -57,7 +57,7 @@ def test_the_prefill_tier_case_starts_its_searches_at_twice_the_base_knee(tmp_pa
             asked.setdefault(key, []).append(load)
             return await super().run_point(scenario, workload, load, seed)
 
-    monkeypatch.setattr(experiment, "_runner", lambda *_: Recording())
+    monkeypatch.setattr(experiment, "point_runner", lambda *_: Recording())
     result = asyncio.run(experiment.economics_experiment(False, tmp_path, log=lambda line: None))
     for preset in experiment.TORNADO_DEPLOYMENTS:
         name = experiment.DEPLOYMENTS[preset]
@@ -85,7 +85,7 @@ def test_pdds_prefill_tier_case_moves_pdds_search_alone(tmp_path, monkeypatch):
             asked.setdefault((scenario.name, scenario.pools_with(Role.PREFILL)[0].count), []).append(load)
             return await super().run_point(scenario, workload, load, seed)
 
-    monkeypatch.setattr(experiment, "_runner", lambda *_: Recording())
+    monkeypatch.setattr(experiment, "point_runner", lambda *_: Recording())
     result = asyncio.run(experiment.economics_experiment(False, tmp_path, log=lambda line: None))
     base = result.data["deployments"]
     passing = max(p["load"] for p in base["pdd"]["points"] if p["attainment"] >= 0.9)
@@ -111,7 +111,7 @@ def test_the_line_cases_compare_ttfts_with_cross_dc_pd_run_at_their_reference_lo
             asked.setdefault((scenario.name, kv), []).append(load)
             return await super().run_point(scenario, workload, load, seed)
 
-    monkeypatch.setattr(experiment, "_runner", lambda *_: Recording())
+    monkeypatch.setattr(experiment, "point_runner", lambda *_: Recording())
     result = asyncio.run(experiment.economics_experiment(False, tmp_path, log=lambda line: None))
     records = {(r["parameter"], r["case"]): r for r in result.data["cases"]}
     kv = records[("KV bytes per token", "46 KB")]
@@ -139,7 +139,7 @@ def test_deployments_only_searches_the_three_deployments_and_no_arm_or_case(tmp_
             asked.append(scenario.name)
             return await super().run_point(scenario, workload, load, seed)
 
-    monkeypatch.setattr(experiment, "_runner", lambda *_: Recording())
+    monkeypatch.setattr(experiment, "point_runner", lambda *_: Recording())
     (tmp_path / "full").mkdir()
     (tmp_path / "only").mkdir()
     full = asyncio.run(experiment.economics_experiment(False, tmp_path / "full", log=lambda line: None))
@@ -160,7 +160,7 @@ def test_a_trace_searches_replay_speeds_and_keeps_its_own_shape(tmp_path, monkey
             asked.append((workload, load))
             return await super().run_point(scenario, workload, load, seed)
 
-    monkeypatch.setattr(experiment, "_runner", lambda *_: Recording())
+    monkeypatch.setattr(experiment, "point_runner", lambda *_: Recording())
     trace = "mooncake:loadgen/samples/mooncake-sample.jsonl"
     result = asyncio.run(experiment.economics_experiment(False, tmp_path, log=lambda line: None, workload=trace))
     assert {workload for workload, _ in asked} == {trace}  # no case edits the trace's own shape
@@ -171,8 +171,8 @@ def test_a_trace_searches_replay_speeds_and_keeps_its_own_shape(tmp_path, monkey
 
 
 def test_the_warm_up_option_reaches_every_simulated_point_and_its_stored_key(tmp_path):
-    from services.experiments.economics.experiment import _runner
+    from services.experiments.economics.experiment import point_runner
 
-    assert _runner("simulate", False, tmp_path).runner.settings()["warmup_s"] == 120.0
-    assert _runner("simulate", False, tmp_path, warmup_s=360.0).runner.settings()["warmup_s"] == 360.0
-    assert _runner("simulate", True, tmp_path, warmup_s=45.0).runner.warmup_s == 45.0
+    assert point_runner("simulate", False, tmp_path).runner.settings()["warmup_s"] == 120.0
+    assert point_runner("simulate", False, tmp_path, warmup_s=360.0).runner.settings()["warmup_s"] == 360.0
+    assert point_runner("simulate", True, tmp_path, warmup_s=45.0).runner.warmup_s == 45.0

@@ -48,7 +48,7 @@ def test_a_point_asked_again_or_at_other_prices_is_not_run_again():
 
 def test_the_full_run_runs_each_point_once_and_none_for_a_price(tmp_path, monkeypatch):
     inner = CountingBackend()
-    monkeypatch.setattr(experiment, "_runner", lambda *_: PointMemo(inner))
+    monkeypatch.setattr(experiment, "point_runner", lambda *_: PointMemo(inner))
     result = asyncio.run(experiment.economics_experiment(False, tmp_path, log=lambda line: None))
     keys = [point_key(*asked) for asked in inner.asked]
     assert len(keys) == len(set(keys))
@@ -88,7 +88,7 @@ def test_a_parallel_runner_runs_the_searches_at_once_to_the_same_figures(tmp_pat
     sequential, parallel = CountingBackend(), ParallelBackend()
     results = []
     for backend in (sequential, parallel):
-        monkeypatch.setattr(experiment, "_runner", lambda *_, backend=backend: PointMemo(backend))
+        monkeypatch.setattr(experiment, "point_runner", lambda *_, backend=backend: PointMemo(backend))
         results.append(asyncio.run(experiment.economics_experiment(False, tmp_path, log=lambda line: None)))
     one, many = results
     assert many.headline == one.headline

@@ -42,33 +42,37 @@ def test_a_population_sweep_on_a_local_ray_writes_bench_outputs_and_the_sweep(tm
     assert report.index.is_file()  # `pdd-emu report` reads the points unchanged
 
 
+def _sweep_at_two(out, *options: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """`pdd-emu sweep --simulate` of pdd-mini at concurrency 2, as a person runs it."""
+    return subprocess.run([sys.executable, "-m", "services.cli", "sweep", "--simulate", "--scenario", "pdd-mini",
+                           "--workload", WORKLOAD, "--concurrencies", "2", "--duration", "3s", "--seed", "5",
+                           *options, "--out", str(out), "--no-progress"],
+                          capture_output=True, text=True, env=env, timeout=RAY_DEADLINE_S)
+
+
+def _assert_still_up(ray: str, address: str, env: dict) -> None:
+    status = subprocess.run([ray, "status", "--address", address], capture_output=True, text=True, env=env,
+                            timeout=RAY_DEADLINE_S)
+    assert status.returncode == 0, status.stderr
+
+
 @pytest.mark.slow
 def test_a_sweep_joins_a_cluster_only_by_address_and_leaves_it_running(tmp_path, ray_cluster):
     address, env, ray = ray_cluster
-    done = subprocess.run([sys.executable, "-m", "services.cli", "sweep", "--simulate", "--scenario", "pdd-mini",
-                           "--workload", WORKLOAD, "--concurrencies", "2", "--duration", "3s", "--seed", "5",
-                           "--ray-address", address, "--out", str(tmp_path / "out"), "--no-progress"],
-                          capture_output=True, text=True, env=env, timeout=RAY_DEADLINE_S)
+    done = _sweep_at_two(tmp_path / "out", "--ray-address", address, env=env)
     assert done.returncode == 0, done.stderr
     alone = run_simulation(load_scenario("pdd-mini"), WORKLOAD, concurrency=2, duration_s=3.0, seed=5)
     assert read_records(tmp_path / "out" / "concurrency-2" / "requests.jsonl") == [
         json.loads(r.to_json_line()) for r in alone.records]
-    still_up = subprocess.run([ray, "status", "--address", address], capture_output=True, text=True, env=env,
-                              timeout=RAY_DEADLINE_S)
-    assert still_up.returncode == 0, still_up.stderr  # joined, not started: the cluster outlives the sweep
+    _assert_still_up(ray, address, env)  # joined, not started: the cluster outlives the sweep
     # Without --ray-address a sweep starts a Ray of its own, even with the cluster's address in
     # RAY_ADDRESS (or in the address file `ray start` leaves): Ray would otherwise join the cluster,
     # and refuse --num-cpus there. Stopping its own Ray leaves the cluster up.
-    local = subprocess.run([sys.executable, "-m", "services.cli", "sweep", "--simulate", "--scenario", "pdd-mini",
-                            "--workload", WORKLOAD, "--concurrencies", "2", "--duration", "3s", "--seed", "5",
-                            "--num-cpus", "1", "--out", str(tmp_path / "local"), "--no-progress"],
-                           capture_output=True, text=True, env=env | {"RAY_ADDRESS": address}, timeout=RAY_DEADLINE_S)
+    local = _sweep_at_two(tmp_path / "local", "--num-cpus", "1", env=env | {"RAY_ADDRESS": address})
     assert local.returncode == 0, local.stderr
     assert read_records(tmp_path / "local" / "concurrency-2" / "requests.jsonl") == read_records(
         tmp_path / "out" / "concurrency-2" / "requests.jsonl")
-    still_up = subprocess.run([ray, "status", "--address", address], capture_output=True, text=True, env=env,
-                              timeout=RAY_DEADLINE_S)
-    assert still_up.returncode == 0, still_up.stderr
+    _assert_still_up(ray, address, env)
 
 
 def test_a_sweep_without_ray_installed_says_which_extra_to_install(monkeypatch):
