@@ -30,6 +30,18 @@ class SyntheticBackend:
             rld_token_share=0.06 if key == "pdd" else None, pipelines={"P-MD": 97, "P-RLD": 3}))
 
 
+class RecordingBackend(SyntheticBackend):
+    """Keeps every point asked for, as (deployment, load)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked: list[tuple[str, float]] = []
+
+    async def run_point(self, scenario, workload, load, seed):
+        self.asked.append((scenario.name.removesuffix("-mini"), load))
+        return await super().run_point(scenario, workload, load, seed)
+
+
 def test_figures_follow_from_the_knees_and_satisfy_the_bcr_identity():
     scenarios = {key: load_scenario(f"{key}-mini") for key in KNEES}
     backend = SyntheticBackend()
@@ -52,14 +64,9 @@ def test_figures_follow_from_the_knees_and_satisfy_the_bcr_identity():
 
 def test_ttfts_are_compared_at_the_baseline_knee_load_itself():
     scenarios = {key: load_scenario(f"{key}-mini") for key in KNEES}
-    asked: list[tuple[str, float]] = []
-
-    class Recording(SyntheticBackend):
-        async def run_point(self, scenario, workload, load, seed):
-            asked.append((scenario.name.removesuffix("-mini"), load))
-            return await super().run_point(scenario, workload, load, seed)
-
-    outcome = asyncio.run(run_method(Recording(), scenarios, Plan("agentic", first_load=8.0), log=lambda line: None))
+    backend = RecordingBackend()
+    asked = backend.asked
+    outcome = asyncio.run(run_method(backend, scenarios, Plan("agentic", first_load=8.0), log=lambda line: None))
     reference = outcome.deployments["pd-intra"].reference.load
     assert reference == outcome.knees["pd-intra"].knees[0].at_knee().load
     for key, deployment in outcome.deployments.items():
@@ -95,15 +102,10 @@ def test_ttfts_at_the_reference_load_are_read_over_a_whole_window():
 
 def test_a_deployment_run_only_at_the_reference_load_gives_the_ttft_figure_without_a_search():
     scenarios = {key: load_scenario(f"{key}-mini") for key in KNEES}
-    asked: list[tuple[str, float]] = []
-
-    class Recording(SyntheticBackend):
-        async def run_point(self, scenario, workload, load, seed):
-            asked.append((scenario.name.removesuffix("-mini"), load))
-            return await super().run_point(scenario, workload, load, seed)
-
+    backend = RecordingBackend()
+    asked = backend.asked
     plan = Plan("agentic", first_load=8.0, reference_only=frozenset({"pd-cross"}))
-    outcome = asyncio.run(run_method(Recording(), scenarios, plan, log=lambda line: None))
+    outcome = asyncio.run(run_method(backend, scenarios, plan, log=lambda line: None))
     reference = outcome.deployments["pd-intra"].reference.load
     assert [load for key, load in asked if key == "pd-cross"] == [reference]  # one point, no search
     cross = outcome.deployments["pd-cross"]
