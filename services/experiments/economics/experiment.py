@@ -81,7 +81,7 @@ def check_options(quick: bool, seeds: int = 1, backend: str = "simulate", worker
 
 
 def point_runner(backend: str, quick: bool, out: Path, workers: int = 1, resume: bool = False,
-            ray_address: str | None = None, warmup_s: float | None = None) -> LoadPointRunner:
+                 ray_address: str | None = None, warmup_s: float | None = None) -> LoadPointRunner:
     """The load-point backend; the options are those `check_options` passed."""
     if backend == "mesh":
         return MeshPoints(out)
