@@ -36,7 +36,8 @@ def sensitivity_cases(plan: Plan) -> list[tuple[str, int, dict[str, Scenario], P
                 continue
             if case.workload_option is not None and not plan.integral:
                 continue  # the agentic workload's shape (hit mix, output length): a trace has its own
-            keys = (*TORNADO_DEPLOYMENTS, *TTFT_ONLY) if case.ttfts else TORNADO_DEPLOYMENTS
+            ttft_only = TTFT_ONLY if case.ttfts else ()
+            keys = (*TORNADO_DEPLOYMENTS, *ttft_only)
             overrides = {key: case.scenario_overrides(presets[key]) for key in keys}
             scenarios = {key: load_scenario(DEPLOYMENTS[key], overrides[key]) for key in keys}
             # Only a deployment the case changes starts its search at the scaled knee; one it leaves as
@@ -45,7 +46,7 @@ def sensitivity_cases(plan: Plan) -> list[tuple[str, int, dict[str, Scenario], P
                       if overrides[key] or case.workload_option is not None}
             cases.append((parameter.name, index, scenarios,
                           replace(plan, workload=case.workload(plan.workload), compare_ttfts=case.ttfts,
-                                  reference_only=frozenset(TTFT_ONLY) if case.ttfts else frozenset(),
+                                  reference_only=frozenset(ttft_only),
                                   start_scales=scales)))
     return cases
 

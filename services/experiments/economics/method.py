@@ -129,20 +129,17 @@ async def run_method(runner: LoadPointRunner, scenarios: dict[str, Scenario], pl
         return knee
 
     searched = [key for key in scenarios if key not in plan.reference_only]
-    only_at_reference = [key for key in scenarios if key in plan.reference_only]
     searches = [(key, seed) for key in searched for seed in plan.seeds]
     found = await together(runner, [search(key, seed) for key, seed in searches])
     knees = {key: OverSeeds(tuple(k for (k_key, _), k in zip(searches, found) if k_key == key)) for key in searched}
     base_knee = knees["pd-intra"].knees[0].at_knee()
     reference = base_knee.load if base_knee and plan.compare_ttfts else None
-    points = await together(runner, [*(_at(runner, scenarios[key], plan, over.knees[0].points, reference)
-                                       for key, over in knees.items()),
-                                     *(_at(runner, scenarios[key], plan, (), reference)
-                                       for key in only_at_reference)])
-    deployments = {key: Deployment(key, scenarios[key], over.mean, point, over.knees[0].at_knee())
-                   for (key, over), point in zip(knees.items(), points)}
-    deployments |= {key: Deployment(key, scenarios[key], None, point, None)
-                    for key, point in zip(only_at_reference, points[len(knees):])}
+    points = await together(runner, [_at(runner, scenarios[key], plan,
+                                         knees[key].knees[0].points if key in knees else (), reference)
+                                     for key in scenarios])
+    deployments = {key: Deployment(key, scenarios[key], knees[key].mean, point, knees[key].knees[0].at_knee())
+                   if key in knees else Deployment(key, scenarios[key], None, point, None)
+                   for key, point in zip(scenarios, points)}
     figures = headline(deployments["pd-intra"], deployments.get("pd-cross"), deployments["pdd"])
     checks = {key: [v.line() for v in verdicts(d.knee.stats)] if d.knee else ["no load within SLA"]
               for key, d in deployments.items() if key in knees}
