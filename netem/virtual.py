@@ -62,21 +62,55 @@ class _InOrder:
 
 
 class _Sender:
-    """Stands in for the sender's socket: the flow pauses and resumes reading from it."""
+    """Stands in for the sender's socket: the flow pauses and resumes reading from it.
+
+    A message paused by the queue bound waits here; a resume wakes each waiting message once, in
+    the order they paused, each at the loop pass's end, as an `asyncio.Event` wakes its waiters.
+    """
 
     def __init__(self, order: _InOrder, key: int) -> None:
         self._order, self._key = order, key
-        self.resumed = asyncio.Event()
-        self.resumed.set()
+        self.resumed = True
+        self._paused: deque[_Message] = deque()
 
     def pause_reading(self) -> None:
-        self.resumed.clear()
+        self.resumed = False
 
     def resume_reading(self) -> None:
-        self._order.later(self._key, self.resumed.set)
+        self._order.later(self._key, self._resume)
+
+    def wait(self, message: _Message) -> None:
+        self._paused.append(message)
+
+    def _resume(self) -> None:
+        self.resumed = True
+        loop = asyncio.get_running_loop()
+        while self._paused:
+            loop.call_soon(self._paused.popleft().go_on)
 
     def is_closing(self) -> bool:
         return False
+
+
+class _Message:
+    """One message entering the link a piece at a time, by callbacks: a message that the queue bound
+    cuts into hundreds of pieces costs no task wake-up per piece."""
+
+    def __init__(self, conn: VirtualConnection, flow: Flow, sender: _Sender, nbytes: int) -> None:
+        self._conn, self._flow, self._sender = conn, flow, sender
+        self.remaining = nbytes
+
+    def go_on(self) -> None:
+        """Feed one piece (the sender was just woken), then more while the sender may go on."""
+        conn, flow, state = self._conn, self._flow, self._flow.direction
+        while self.remaining and not conn.closed:
+            piece = min(self.remaining, state.piece_bytes or MAX_PIECE_BYTES,
+                        max(1, state.config.queue_bytes // QUEUE_PIECES))
+            flow.feed(conn.link.zeros(piece))
+            self.remaining -= piece
+            if self.remaining and not self._sender.resumed:
+                self._sender.wait(self)  # the queue bound (or a reset) decides when the sender may go on
+                return
 
 
 class _Receiver:
@@ -137,26 +171,22 @@ class VirtualConnection:
             raise ValueError(f"a message cannot have {nbytes} bytes")
         if self.closed:
             raise ConnectionResetError("the connection was reset")
-        flow, sender, receiver = self._flows[direction], self._senders[direction], self._receivers[direction]
+        sender, receiver = self._senders[direction], self._receivers[direction]
         self._sent[direction] += nbytes
         done = asyncio.get_running_loop().create_future()
         receiver.waiting.append((self._sent[direction], done))
-        state = flow.direction
-        remaining = nbytes
+        message = _Message(self, self._flows[direction], sender, nbytes)
+        if nbytes == 0:
+            receiver.write(memoryview(b""))
+        elif sender.resumed:
+            message.go_on()
+        else:
+            sender.wait(message)
         try:
-            while remaining and not self.closed:
-                await sender.resumed.wait()  # the queue bound (or a reset) decides when the sender may go on
-                if self.closed:
-                    break
-                piece = min(remaining, state.piece_bytes or MAX_PIECE_BYTES, max(1, state.config.queue_bytes // QUEUE_PIECES))
-                flow.feed(self.link.zeros(piece))
-                remaining -= piece
-            if nbytes == 0:
-                receiver.write(memoryview(b""))
             await done
         except asyncio.CancelledError:
             done.cancel()  # nobody waits for it now: a later reset must not leave its error unretrieved
-            if remaining:
+            if message.remaining:
                 self.close()
             raise
 

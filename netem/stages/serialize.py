@@ -49,6 +49,7 @@ class Line:
         self._clock: Callable[[], float] | None = None
         self._timers: Timers | None = None
         self._timer: Any = None
+        self._timer_at = 0.0
 
     def bind(self, clock: Callable[[], float], timers: Timers) -> None:
         self._clock, self._timers = clock, timers
@@ -95,12 +96,15 @@ class Line:
             chunk, stamped = waiting.popleft()
             self.waiting_bytes -= chunk.size
             self._stamp(chunk, stamped)
+        when = max(self.free_at, waiting[0][0].deadline) - HORIZON if waiting and self._timers is not None else None
         if self._timer is not None:
+            if when == self._timer_at:
+                return  # armed for that instant already: a chunk queued behind the head changes nothing
             self._timer.cancel()
             self._timer = None
-        if waiting and self._timers is not None:
-            start = max(self.free_at, waiting[0][0].deadline)
-            self._timer = self._timers.call_at(start - HORIZON, self._on_timer)
+        if when is not None:
+            self._timer_at = when
+            self._timer = self._timers.call_at(when, self._on_timer)  # type: ignore[union-attr]
 
     def _on_timer(self) -> None:
         self._timer = None

@@ -297,3 +297,36 @@ def test_a_send_cancelled_mid_message_closes_its_connection_and_frees_the_queue(
     took, held = _virtual(LinkConfig.symmetric(rate="1gbit"), body)
     assert held == 0
     assert_at_most(took, 1.0, "a new message after the cancelled one")
+
+
+def test_messages_paused_together_on_one_connection_arrive_whole_in_the_order_sent():
+    async def body(link, loop):
+        conn = link.connect()
+
+        async def timed(n):
+            await conn.send("up", n)
+            return loop.time()
+
+        done = await asyncio.gather(timed(100 * MB), timed(50 * MB))
+        return done, link.stats()["up"]["queue_peak_bytes"]
+
+    (first, second), peak = _virtual(LinkConfig.symmetric(delay="5ms", rate="1gbit", queue="16MiB"), body)
+    assert_close(first, 0.005 + 100 * MB * 8 / 1e9, rel=0.0, abs_=0.01, what="the first message, its stream offset")
+    assert_close(second, 0.005 + 150 * MB * 8 / 1e9, rel=0.0, abs_=0.01, what="the second message, behind it")
+    assert_at_most(peak, 16 * 2**20 + 2 * 4 * 2**20, "bytes the link held while both were paused")
+
+
+def test_a_reset_fails_every_message_the_queue_bound_holds_back():
+    async def body(link, loop):
+        conn = link.connect()
+        sends = [asyncio.ensure_future(conn.send("up", 100 * MB)) for _ in range(2)]
+        await asyncio.sleep(0.2)
+        conn.reset()
+        outcomes = await asyncio.gather(*sends, return_exceptions=True)
+        await asyncio.sleep(1.0)  # what had entered drains; nothing more enters
+        return outcomes, link.stats()["up"]["queue_bytes"], link.stats()["up"]["bytes_in"]
+
+    outcomes, held, entered = _virtual(LinkConfig.symmetric(rate="1gbit", queue="16MiB"), body)
+    assert [type(o) for o in outcomes] == [ConnectionResetError, ConnectionResetError]
+    assert held == 0
+    assert_at_most(entered, 0.2 * 1e9 / 8 + 16 * 2**20 + 8 * 2**20, "bytes that entered before the reset")

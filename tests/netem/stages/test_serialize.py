@@ -84,3 +84,15 @@ def test_pieces_are_about_two_ms_of_line_time_with_a_floor():
     assert piece_bytes(None) is None
     assert piece_bytes(8e8) == 200_000
     assert piece_bytes(1e6) == MIN_PIECE_BYTES
+
+
+def test_chunks_queued_behind_a_waiting_head_keep_its_timer():
+    loop = FakeLoop(0.0)
+    line, out = make("8mbit", loop)
+    send(line, out, loop, 1_000_000)  # on the line until 1.0
+    heads = [send(line, out, loop, 1000)]
+    armed = len(loop._timers)
+    heads += [send(line, out, loop, 1000) for _ in range(50)]  # the head, and so its start, is unchanged
+    assert len(loop._timers) == armed and loop.pending() == [1.0 - HORIZON]
+    loop.advance_to(2.0)
+    assert [c.deadline for c in heads] == pytest.approx([1.0 + (i + 1) * 0.001 for i in range(51)])
