@@ -186,6 +186,12 @@ class InprocStub:
         return PushedFeed(self._servicer.feeds, request.subscriber or self._peer, deliver, self._wire)
 
     def __getattr__(self, method: str):
+        """The call `method`, built on first use and kept as the stub's attribute."""
+        call = self._call(method)
+        setattr(self, method, call)
+        return call
+
+    def _call(self, method: str):
         handler = getattr(self._servicer, method)
         wire = self._wire
         if method in STREAMING:

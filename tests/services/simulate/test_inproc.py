@@ -147,6 +147,15 @@ def test_unary_calls_answer_and_fail_as_grpc_clients_see_it():
     assert codes[2][0] is grpc.StatusCode.UNKNOWN and "a defect" in codes[2][1]
 
 
+def test_a_stubs_call_is_built_once_and_answers_every_time():
+    async def body():
+        stub = InprocStub(_Servicer(), "router")
+        first = stub.Answer
+        return first is stub.Answer, [(await stub.Answer(n, timeout=1.0))["request"] for n in range(3)]
+
+    assert _on_virtual_time(body) == (True, [0, 1, 2])
+
+
 def test_a_stream_runs_from_the_call_and_ends_with_its_status():
     async def body():
         stub = InprocStub(_Servicer())

@@ -147,7 +147,7 @@ def test_a_ramped_population_joins_over_the_ramp():
     assert joins == pytest.approx([i * 0.08 / 8 for i in range(8)], abs=1e-6)
 
 
-def test_a_run_tunes_the_collector_and_restores_it(monkeypatch):
+def test_a_run_tunes_the_collector_freezes_what_lived_before_and_restores_both(monkeypatch):
     import gc
 
     from services.simulate import run as run_module
@@ -156,14 +156,16 @@ def test_a_run_tunes_the_collector_and_restores_it(monkeypatch):
     real = run_module.simulate_run
 
     async def spy(*args, **kwargs):
-        seen.append(gc.get_threshold())
+        seen.append((gc.get_threshold(), gc.get_freeze_count() > 0))
         return await real(*args, **kwargs)
 
     monkeypatch.setattr(run_module, "simulate_run", spy)
     before = gc.get_threshold()
     run_simulation(load_scenario("colocated-mini"), WORKLOAD, rate=2.0, duration_s=1.0, seed=1)
-    assert seen == [run_module.SIMULATION_GC_THRESHOLDS] != [before]
+    assert seen == [(run_module.SIMULATION_GC_THRESHOLDS, True)]  # what lived before the run is frozen
+    assert before != run_module.SIMULATION_GC_THRESHOLDS
     assert gc.get_threshold() == before
+    assert gc.get_freeze_count() == 0
 
 
 @pytest.mark.parametrize("preset,overrides", [("pdd-mini", ["pdd.transfer_threshold_s=1ms"]), ("colocated-mini", []),
