@@ -7,8 +7,8 @@ own (docs/simulate.md, "Speed"):
 1. every -mini preset, poisson 3000-token prompts, 200-token outputs, 4 req/s for 20 s;
 2. paper-full-pdd under the report's agentic workload (the economics experiment's): 1300 agents in
    closed loop, joining over the first 60 s, more than its prefill tier carries (about 21 req/s); and
-   650 agents with the prefill tier at 8 instances, about 63 req/s in steady state; the speed is read
-   over each run's last third, past the ramp and the first turns;
+   880 agents with the prefill tier at 12 instances, the report's 80 req/s in steady state; the speed
+   is read over each run's last third, past the ramp and the first turns;
 3. wall time against the request rate (pdd-mini, 2 to 16 req/s);
 4. wall time against the instance count (pd-intra-mini, 1 to 8 decode instances at 8 req/s).
 The bar: 50x real time on -mini presets, 1x on paper-full-pdd at 80 req/s (one core).
@@ -110,10 +110,10 @@ def main() -> None:
                     users=650 if args.quick else 1300, ramp_s=30.0 if args.quick else 60.0)
     show(full)
     show_last_third(full)
-    # The preset's two prefill instances carry about 21 req/s of this workload; with eight, 650 agents
-    # send about 63 req/s in steady state (docs/simulate.md, "Nearer the report's load").
-    wide = run_case("paper-full-pdd", REPORT_WORKLOAD, None, 120.0 if args.quick else 240.0, "pools.prefill.count=8",
-                    users=650, ramp_s=60.0)
+    # The preset's two prefill instances carry about 21 req/s of this workload; with twelve, 880 agents
+    # send the report's 80 req/s in steady state (docs/simulate.md, "At the report's 80 req/s").
+    wide = run_case("paper-full-pdd", REPORT_WORKLOAD, None, 120.0 if args.quick else 240.0, "pools.prefill.count=12",
+                    users=880, ramp_s=60.0)
     show(wide)
     show_last_third(wide)
     for rate in (2.0, 8.0) if args.quick else (2.0, 4.0, 8.0, 16.0):
