@@ -2,13 +2,14 @@
 
 The clock is a plain callable (StepBatch -> seconds), so the engine does not care
 whether it is the roofline model or a test's linear function. A busy engine starts
-each step at the previous step's deadline and sleeps until the absolute deadline
-start + seconds, so sleep error never accumulates (docs/engine.md, "Step timing").
+each step at the previous step's deadline and ends it in a timer at the absolute deadline
+start + seconds, so timer error never accumulates (docs/engine.md, "Step timing").
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -16,7 +17,7 @@ from services.engine.batch import StepBatch
 from services.engine.prefix_cache import PrefixCache
 from services.engine.handle import SequenceHandle
 from services.engine.sequence import EngineFull, EngineStopped, Sequence, SequenceState, Status
-from services.engine.step_planner import EngineConfig, StepPlanner
+from services.engine.step_planner import EngineConfig, StepPlan, StepPlanner
 
 __all__ = ["Engine", "EngineConfig", "EngineFull", "EngineStats", "EngineStopped", "SequenceHandle"]
 
@@ -65,8 +66,11 @@ class Engine:
         self.cache = PrefixCache(config.kv_capacity_blocks, config.block_size, config.host_cache_blocks)
         self._planner = StepPlanner(config, self.cache)
         self._step_seconds = step_seconds
-        self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._idle = False  # planned nothing: the next input wakes the engine
+        self._next: asyncio.Handle | None = None  # the pending wake-up or step end
+        self._failed: asyncio.Future[None] | None = None
+        self._context = contextvars.Context()  # its task's, where the steps run (what they start is its)
         self._stopped = False
         self._deadline: float | None = None  # end of the previous step while busy
         self._input_t = float("-inf")  # loop time of the latest submit, extend or limit change
@@ -141,8 +145,11 @@ class Engine:
         return self._step_future
 
     def _note_input(self) -> None:
-        self._input_t = asyncio.get_running_loop().time()
-        self._wake.set()
+        loop = asyncio.get_running_loop()
+        self._input_t = loop.time()
+        if self._idle:  # woken after this loop pass, as a task waiting on an event would be
+            self._idle = False
+            self._next = loop.call_soon(self._guarded, self._plan_next, context=self._context)
 
     def _end(self, state: SequenceState, status: Status, outcome: object) -> None:
         if state.status not in (Status.WAITING, Status.RUNNING):
@@ -159,37 +166,55 @@ class Engine:
             self._end(state, Status.FAILED, EngineStopped(f"{reason}: {state.request_id}"))
 
     async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
-        planner = self._planner
+        """The engine's life. Its steps run as the loop's callbacks (a step ends in a timer, not in a
+        task's wake-up: a step is the simulation's commonest event); this task holds them, so
+        cancelling it (stop, a kill of the process) stops them, and a step's failure ends it."""
+        self._failed = asyncio.get_running_loop().create_future()
+        self._context = contextvars.copy_context()
+        self._guarded(self._plan_next)
         try:
-            while True:
-                # Back-to-back steps chain their deadlines, so a late wake-up delays nothing after
-                # it; a step after an idle spell starts at "now", and no step starts before the
-                # last input (submit, extend, limit change) that may have shaped it.
-                if self._deadline is None:
-                    start = loop.time()
-                else:
-                    start = max(self._deadline, self._input_t)
-                plan = planner.plan(start)
-                if plan is None:
-                    self._deadline = None
-                    self._wake.clear()  # no await since plan(): nothing can have set it in between
-                    await self._wake.wait()
-                    continue
-                seconds = self._step_seconds(plan.batch)
-                if not seconds >= 0.0:
-                    raise ValueError(f"step clock returned {seconds!r} seconds for {plan.batch}")
-                deadline = start + seconds
-                delay = deadline - loop.time()
-                await asyncio.sleep(delay if delay > 0.0 else 0.0)  # sleep(0) still lets other tasks run
-                self._late_max = max(self._late_max, loop.time() - deadline)
-                self._deadline = deadline
-                self._steps += 1
-                self._busy_seconds += seconds
-                planner.complete(plan, deadline)
-                if self._step_future is not None and not self._step_future.done():
-                    self._step_future.set_result(None)
+            await self._failed
+        finally:
+            if self._next is not None:
+                self._next.cancel()
+            self._idle = False
+
+    def _guarded(self, step: Callable[..., None], *args: object) -> None:
+        try:
+            step(*args)
         except Exception as exc:
             self._fail_all(f"engine {self.name} loop failed ({exc!r})")
-            raise
+            if self._failed is not None and not self._failed.done():
+                self._failed.set_exception(exc)
 
+    def _plan_next(self) -> None:
+        # Back-to-back steps chain their deadlines, so a late wake-up delays nothing after
+        # it; a step after an idle spell starts at "now", and no step starts before the
+        # last input (submit, extend, limit change) that may have shaped it.
+        loop = asyncio.get_running_loop()
+        start = loop.time() if self._deadline is None else max(self._deadline, self._input_t)
+        plan = self._planner.plan(start)
+        if plan is None:
+            self._deadline, self._next, self._idle = None, None, True
+            return
+        seconds = self._step_seconds(plan.batch)
+        if not seconds >= 0.0:
+            raise ValueError(f"step clock returned {seconds!r} seconds for {plan.batch}")
+        deadline = start + seconds
+        delay = deadline - loop.time()
+        if delay > 0.0:  # asyncio.sleep's own arithmetic
+            self._next = loop.call_at(loop.time() + delay, self._guarded, self._step_end, plan, deadline, seconds,
+                                      context=self._context)
+        else:
+            self._next = loop.call_soon(self._guarded, self._step_end, plan, deadline, seconds, context=self._context)
+
+    def _step_end(self, plan: StepPlan, deadline: float, seconds: float) -> None:
+        loop = asyncio.get_running_loop()
+        self._late_max = max(self._late_max, loop.time() - deadline)
+        self._deadline = deadline
+        self._steps += 1
+        self._busy_seconds += seconds
+        self._planner.complete(plan, deadline)
+        if self._step_future is not None and not self._step_future.done():
+            self._step_future.set_result(None)
+        self._plan_next()

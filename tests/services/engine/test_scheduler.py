@@ -207,6 +207,17 @@ async def test_a_failing_clock_fails_the_requests_loudly(make_engine):
         await engine.stop()
 
 
+async def test_cancelling_the_engines_task_stops_its_steps_as_a_killed_process_does(make_engine):
+    engine = await make_engine(RecordingClock(per_step_s=0.005))
+    handle = engine.submit(fresh("r", prompt(10), generate=1000))
+    await next_tokens(handle, 3)
+    engine._task.cancel()  # what a kill of the process does (services/simulate/outage.py)
+    await asyncio.gather(engine._task, return_exceptions=True)
+    steps = engine.stats().steps
+    await asyncio.sleep(0.05)  # ten steps' time: a step still armed would have run by now
+    assert engine.stats().steps == steps and handle.status is Status.RUNNING
+
+
 async def test_impossible_requests_are_refused_with_a_reason(make_engine):
     engine = await make_engine(kv_capacity_blocks=10, block_size=16, max_context=300)
     with pytest.raises(EngineFull, match="capacity"):
