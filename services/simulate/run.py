@@ -212,16 +212,20 @@ def batch_collector() -> Iterator[None]:
     The objects that lived before the run (modules, the scenario, an earlier run's results) are
     frozen for its length: no collection during the run walks them, nor the closing one, which
     then costs what the run left rather than what the process holds (docs/simulate.md "Speed").
+    A process that froze objects itself keeps its freeze: unfreezing cannot tell theirs from ours.
     """
     saved = gc.get_threshold()
+    ours = gc.get_freeze_count() == 0
     gc.set_threshold(*SIMULATION_GC_THRESHOLDS)
-    gc.freeze()
+    if ours:
+        gc.freeze()
     try:
         yield
     finally:
         gc.set_threshold(*saved)
         gc.collect()
-        gc.unfreeze()
+        if ours:
+            gc.unfreeze()
 
 
 def run_simulation(scenario: Scenario, workload: str, **options: Any) -> SimulatedRun:

@@ -168,6 +168,18 @@ def test_a_run_tunes_the_collector_freezes_what_lived_before_and_restores_both(m
     assert gc.get_freeze_count() == 0
 
 
+def test_a_run_leaves_a_freeze_it_did_not_make():
+    import gc
+
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        run_simulation(load_scenario("colocated-mini"), WORKLOAD, rate=2.0, duration_s=1.0, seed=1)
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()
+
+
 @pytest.mark.parametrize("preset,overrides", [("pdd-mini", ["pdd.transfer_threshold_s=1ms"]), ("colocated-mini", []),
                                               ("pd-intra-mini", ["request_timeout_s=0.3"])])
 def test_streams_read_at_their_ends_give_the_records_of_streams_read_token_by_token(monkeypatch, preset, overrides):
