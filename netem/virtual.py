@@ -66,6 +66,8 @@ class _Sender:
 
     A message paused by the queue bound waits here; a resume wakes each waiting message once, in
     the order they paused, each at the loop pass's end, as an `asyncio.Event` wakes its waiters.
+    A sender with no message waiting resumes at once, as a socket's reader is re-armed: nothing
+    wakes, and the direction's every flip of its bound no longer costs each idle connection a callback.
     """
 
     def __init__(self, order: _InOrder, key: int) -> None:
@@ -77,6 +79,9 @@ class _Sender:
         self.resumed = False
 
     def resume_reading(self) -> None:
+        if not self._paused:
+            self.resumed = True
+            return
         self._order.later(self._key, self._resume)
 
     def wait(self, message: _Message) -> None:

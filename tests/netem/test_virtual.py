@@ -330,3 +330,25 @@ def test_a_reset_fails_every_message_the_queue_bound_holds_back():
     assert [type(o) for o in outcomes] == [ConnectionResetError, ConnectionResetError]
     assert held == 0
     assert_at_most(entered, 0.2 * 1e9 / 8 + 16 * 2**20 + 8 * 2**20, "bytes that entered before the reset")
+
+
+def test_idle_connections_cost_no_wake_up_when_the_queue_bound_flips():
+    # The bound pauses and resumes every connection of the direction; only one has a message waiting.
+    async def body(link, loop):
+        idle = [link.connect() for _ in range(20)]
+        woken = 0
+        later = link.wakeups.later
+
+        def counted(key, callback):
+            nonlocal woken
+            woken += 1
+            later(key, callback)
+
+        link.wakeups.later = counted
+        await link.send("up", 64 * 2**20)
+        flips = link.stats()["up"]["bytes_in"] // (4 * 2**20)  # one resume per queue-quarter piece
+        return woken, flips, [conn.closed for conn in idle]
+
+    woken, flips, closed = _virtual(LinkConfig.symmetric(rate="1gbit", queue="16MiB"), body)
+    assert not any(closed)
+    assert_at_most(woken, 2 * flips, "wake-ups for one sender's pauses (20 idle connections beside it)")
