@@ -46,7 +46,8 @@ def _word_for(token_id: int) -> str:
     if token_id < _PAIR_BASE:
         return _SHORT[token_id]
     high, low = divmod(token_id, _PAIR_BASE)
-    return _word_for(high) + _PAIRS[low]
+    # Every vocabulary in services/profiles/models.yaml is below _PAIR_BASE**2: one level, no recursion.
+    return (_SHORT[high] if high < _PAIR_BASE else _word_for(high)) + _PAIRS[low]
 
 
 def _id_for(word: str) -> int | None:

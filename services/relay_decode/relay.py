@@ -51,11 +51,14 @@ class RelayedRequest:
         It takes only a token that belongs before the cut, in order, and that `sink` took; any other
         event goes to the stream's reader, which ends the stream at the cut or raises.
         """
+        ids, changed = self.ids, self.changed
+
         def take(event: object) -> bool:
-            if type(event) is not TokenEvent or event.position != len(self.ids) \
+            if type(event) is not TokenEvent or event.position != len(ids) \
                     or (self.cut is not None and event.position >= self.cut) or not sink(event):
                 return False
-            self.produced(event.position, event.token_id)
+            ids.append(event.token_id)  # produced(), its position already checked: this runs once per token
+            changed.set()
             return True
         return take
 

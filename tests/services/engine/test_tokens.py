@@ -18,6 +18,13 @@ def test_vocabulary_words_round_trip(ids):
     assert tokenizer.encode(tokenizer.decode(ids)) == ids
 
 
+@pytest.mark.parametrize("token_id", [6399, 6400, 6400**2 - 1, 6400**2, 6400**3 + 17, 10**12])
+def test_words_round_trip_at_every_spelling_length(token_id):
+    # 6400 syllable pairs: one, two and three levels of pairs spell these.
+    tokenizer = WordTokenizer(10**12 + 1)
+    assert tokenizer.encode(tokenizer.decode([token_id, token_id - 1])) == [token_id, token_id - 1]
+
+
 def test_stream_pieces_concatenate_to_the_decoded_text():
     tokenizer = WordTokenizer(VOCAB)
     ids = [0, 1, 79, 80, 6399, 6400, VOCAB - 1]
