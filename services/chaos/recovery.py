@@ -9,8 +9,11 @@ first token comes within the baseline's bound
 The recovery point of a fault is the send time of the first request after the
 fault's end from which on every request was healthy (the start of the longest
 healthy run that reaches the end of the observation); recovery_s is that point
-minus the fault's end. A request still in flight counts as healthy only until
-it is older than the bound.
+minus the fault's end. A request still in flight counts as healthy once its
+first token has come, and only until it is older than the bound. One still
+waiting for its first token is undecided and ends the run: a recovery judged
+while it waits could be undone by it (a KV transfer queued behind a fault's
+backlog shows its first token seconds later).
 """
 
 from __future__ import annotations
@@ -54,7 +57,8 @@ def healthy_run_start(outcomes: list[Outcome], after_s: float, before_s: float, 
                     key=lambda o: o.send_s)
     start, length = None, 0
     for outcome in reversed(window):
-        ok = outcome.healthy(bound_s) if outcome.done else now_s - outcome.send_s <= bound_s
+        ok = outcome.healthy(bound_s) if outcome.done else \
+            outcome.ttft_s is not None and now_s - outcome.send_s <= bound_s
         if not ok:
             break
         start, length = outcome.send_s, length + 1

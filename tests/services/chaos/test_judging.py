@@ -89,6 +89,8 @@ def test_recovery_starts_where_the_last_unhealthy_request_ends():
     pending = outcomes + [_outcome(19.5, done=False)]
     assert healthy_run_start(pending, 10, 100, 2.0, now_s=20)[0] == 12  # young and in flight: not yet unhealthy
     assert healthy_run_start(pending, 10, 100, 2.0, now_s=30)[0] is None  # in flight past the bound: unhealthy
+    waiting = outcomes + [_outcome(19.5, ttft_s=None, done=False)]
+    assert healthy_run_start(waiting, 10, 100, 2.0, now_s=20)[0] is None  # no first token yet: undecided
 
 
 def test_baseline_bound_is_twice_p99_or_p99_plus_a_second():
