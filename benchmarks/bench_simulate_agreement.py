@@ -1,6 +1,6 @@
 """The simulation against the mesh on every -mini preset: the same workload and seed, request by request.
 
-    python -m benchmarks.bench_simulate_agreement [--duration 20] [--concurrency 1]
+    python -m benchmarks.bench_simulate_agreement [--duration 20] [--concurrency 1] [--workload SPEC]
 
 For each preset, a bench on a real mesh (`pdd-emu up`'s processes) and a simulation
 of the same workload and seed (services/simulate/agreement.py). Printed per preset
@@ -56,13 +56,13 @@ def _overheads(mesh_run: Driven, sim: Driven) -> dict[str, float]:
 
 
 def one(preset: str, args: argparse.Namespace) -> None:
-    config = BenchConfig(url="http://unused", workload=WORKLOAD, out_dir=".", concurrency=args.concurrency,
+    config = BenchConfig(url="http://unused", workload=args.workload, out_dir=".", concurrency=args.concurrency,
                          duration_s=args.duration, seed=args.seed, progress=False)
     with tempfile.TemporaryDirectory() as tmp, mesh(preset, Path(tmp)) as (url, plan):
         _lag_p99(plan, reset=True)
         mesh_run = asyncio.run(bench_mesh(url, config.model_copy(update={"url": url})))
         lag = _lag_p99(plan)
-    run = run_simulation(load_scenario(preset), WORKLOAD, concurrency=args.concurrency, duration_s=args.duration,
+    run = run_simulation(load_scenario(preset), args.workload, concurrency=args.concurrency, duration_s=args.duration,
                          seed=args.seed)
     sim = Driven(run.records, run.outputs, None, args.concurrency, 0)
     agreement = compare(mesh_run, sim)
@@ -82,8 +82,9 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=1)
     parser.add_argument("--seed", type=int, default=5)
     parser.add_argument("--presets", nargs="*", default=PRESETS)
+    parser.add_argument("--workload", default=WORKLOAD, help=f"a loadgen spec (default {WORKLOAD})")
     args = parser.parse_args()
-    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; {WORKLOAD}, "
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; {args.workload}, "
           f"concurrency {args.concurrency}, {args.duration:g} s, seed {args.seed}")
     print("| preset | requests | same text | same pipeline | TTFT p50/p90/p99 mesh:sim ms | TPOT | E2E | "
           "mesh lag p99 ms | extra ms: HTTP | intake | KV | KV worst | TTFT | bounds broken |")
