@@ -14,6 +14,7 @@ import struct
 from typing import TYPE_CHECKING, cast
 
 from netem.config import DirectionConfig
+from netem.direction import QUEUE_PIECES
 from netem.flow import Flow
 
 if TYPE_CHECKING:
@@ -60,6 +61,42 @@ def shaped_rcvbuf(queue_bytes: int, sock: socket.socket) -> int:
     return min(size, MAX_SHAPED_RCVBUF)
 
 
+class _TurnTaking:
+    """A sender's transport as its flow pauses it: a pause waits for the end of the loop pass.
+
+    A full queue bound pauses every connection of the direction, and asyncio's pause cancels a read
+    the selector has already reported. Of several connections ready together only the first in the
+    selector's order would then read, and one connection would hold the line until it ran dry
+    while the others waited (docs/netem.md, "Sharing the line"). Paused at the pass's end, every
+    connection ready in it reads once (a quarter of the bound at most, Endpoint.get_buffer), as the
+    virtual link wakes each paused message for one piece.
+    """
+
+    __slots__ = ("_transport", "_pause")
+
+    def __init__(self, transport: asyncio.Transport) -> None:
+        self._transport = transport
+        self._pause: asyncio.Handle | None = None
+
+    def pause_reading(self) -> None:
+        if self._pause is None:
+            self._pause = asyncio.get_running_loop().call_soon(self._paused)
+
+    def _paused(self) -> None:
+        self._pause = None
+        self._transport.pause_reading()  # a no-op on a closing transport
+
+    def resume_reading(self) -> None:
+        if self._pause is not None:  # resumed within the pass: it was never paused
+            self._pause.cancel()
+            self._pause = None
+            return
+        self._transport.resume_reading()
+
+    def is_closing(self) -> bool:
+        return self._transport.is_closing()
+
+
 class Endpoint(asyncio.BufferedProtocol):
     def __init__(self, conn: Connection, inbound: Flow, outbound: Flow) -> None:
         self.conn = conn
@@ -75,13 +112,16 @@ class Endpoint(asyncio.BufferedProtocol):
         sock = self.transport.get_extra_info("socket")
         if config.rate_bps and sock is not None:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, shaped_rcvbuf(config.queue_bytes, sock))
-        self.inbound.source = self.transport
+        self.inbound.source = _TurnTaking(self.transport)
         self.outbound.sink = self.transport
         self.conn.endpoint_ready(self)
 
     def get_buffer(self, sizehint: int) -> bytearray:
-        if len(self._buffer) < READ_BYTES:
-            self._buffer = bytearray(READ_BYTES)
+        # At most a quarter of the queue bound a read, as a virtual message enters (netem/virtual.py):
+        # connections ready together then share the line read by read (_TurnTaking).
+        size = min(READ_BYTES, max(MIN_SHAPED_RCVBUF, self.inbound.direction.config.queue_bytes // QUEUE_PIECES))
+        if len(self._buffer) != size:
+            self._buffer = bytearray(size)
         return self._buffer
 
     def buffer_updated(self, nbytes: int) -> None:

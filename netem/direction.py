@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from netem.timers import Timers
 
 LOW_WATER = 0.75  # resume reading below this share of the queue bound
+QUEUE_PIECES = 4  # a sender puts at most a quarter of the bound in at a time, so the low water lets it go on
 
 
 class DirectionState:

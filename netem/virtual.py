@@ -28,12 +28,12 @@ import random
 from collections import deque
 from typing import Callable
 from netem.config import DIRECTIONS, Direction, LinkConfig
+from netem.direction import QUEUE_PIECES
 from netem.flow import Flow
 from netem.link import UserspaceLink
 from netem.timers import LoopTimers
 
 NOWHERE = ("virtual", 0)  # a virtual link listens and connects nowhere
-QUEUE_PIECES = 4  # pieces per queue bound, so the bound's 75% low water lets the sender go on
 MAX_PIECE_BYTES = 16 * 2**20  # an unlimited line cuts nothing else; this bounds the zero buffer
 
 

@@ -13,6 +13,7 @@ from netem.connection import (MAX_SHAPED_RCVBUF, MIN_SEGMENTS_IN_RCVBUF, MIN_SHA
                               shaped_rcvbuf)
 from netem.link import UserspaceLink
 from tests.netem.servers import Echo
+from tests.tolerance import assert_at_least
 
 
 @pytest.fixture
@@ -65,3 +66,33 @@ async def test_a_client_of_a_link_with_a_small_queue_sends_segments_that_fit_its
             assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG) <= announced_segment(config.up)
         finally:
             writer.close()
+
+
+async def test_connections_ready_together_share_the_line_read_by_read():
+    # Four senders, one message each, through a 16 Mbit/s line with a 64 KiB queue: 98 ms of line time
+    # apiece. Served one connection at a time they would end near 0.1, 0.2, 0.3 and 0.4 s; sharing the
+    # line read by read, they end together near the 0.4 s the four take.
+    size, senders = 192 * 1024, 4
+    ended: list[float] = []
+    all_ended = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    async def receive(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readexactly(size)
+        ended.append(loop.time())
+        if len(ended) == senders:
+            all_ended.set()
+        writer.close()
+
+    server = await asyncio.start_server(receive, "127.0.0.1", 0)
+    config = LinkConfig.symmetric(rate="16mbit", queue="64KiB")
+    async with server, UserspaceLink(("127.0.0.1", 0), server.sockets[0].getsockname()[:2], config, seed=1) as link:
+        writers = [(await asyncio.open_connection(*link.listen_address))[1] for _ in range(senders)]
+        start = loop.time()
+        for writer in writers:
+            writer.write(bytes(size))
+        await asyncio.wait_for(all_ended.wait(), 10)
+        for writer in writers:
+            writer.close()
+    first, last = min(ended) - start, max(ended) - start
+    assert_at_least(first, 0.6 * last, "the first message's time against the last's")

@@ -112,7 +112,8 @@ async def test_a_full_queue_held_by_a_long_delay_drains_once_the_delay_is_set_ba
     writer.write(payload)
 
     async def until_full() -> None:
-        while not link.stats()["up"]["reading_paused"]:
+        # The bound itself, not `reading_paused`: that is also set while the upstream leg connects.
+        while link.stats()["up"]["queue_bytes"] < link.stats()["up"]["queue_limit_bytes"]:
             await asyncio.sleep(0.01)
 
     await asyncio.wait_for(until_full(), WAIT_S)
