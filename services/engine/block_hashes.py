@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from services.engine.tokens import splitmix64
 from services.types import TokenId
 
 DEFAULT_BLOCK_SIZE = 16
@@ -45,11 +46,7 @@ def extend_block_hashes(hashes: list[int], token_ids: list[TokenId] | np.ndarray
         if isinstance(segment, np.ndarray):
             segment = segment.tolist()
         for position, token in enumerate(segment, start):
-            # tokens.splitmix64((token << 32) | position) written out: this runs once per generated token.
-            x = (((token << 32) | position) + 0x9E3779B97F4A7C15) & _MASK64
-            x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
-            x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK64
-            running = (running + (x ^ (x >> 31))) & _MASK64
+            running = (running + splitmix64((token << 32) | position)) & _MASK64
             if (position + 1) % block_size == 0:
                 hashes.append(running)
         return hashes

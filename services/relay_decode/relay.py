@@ -51,14 +51,11 @@ class RelayedRequest:
         It takes only a token that belongs before the cut, in order, and that `sink` took; any other
         event goes to the stream's reader, which ends the stream at the cut or raises.
         """
-        ids, changed = self.ids, self.changed
-
         def take(event: object) -> bool:
-            if type(event) is not TokenEvent or event.position != len(ids) \
+            if type(event) is not TokenEvent or event.position != len(self.ids) \
                     or (self.cut is not None and event.position >= self.cut) or not sink(event):
                 return False
-            ids.append(event.token_id)  # produced(), its position already checked: this runs once per token
-            changed.set()
+            self.produced(event.position, event.token_id)
             return True
         return take
 
