@@ -1,6 +1,7 @@
 """The simulation against the mesh on every -mini preset: the same workload and seed, request by request.
 
     python -m benchmarks.bench_simulate_agreement [--duration 20] [--concurrency 1] [--workload SPEC]
+        [--ramp S] [--window-from S]
 
 For each preset, a bench on a real mesh (`pdd-emu up`'s processes) and a simulation
 of the same workload and seed (services/simulate/agreement.py). Printed per preset
@@ -9,7 +10,10 @@ both, the requests with the same text and the same pipeline, the mesh's event-lo
 lag p99, and where the mesh's extra time goes: the mean of (mesh - simulation) per
 request for the router's intake (received to prefill sent), the KV transfer, and
 the HTTP hop (client send to router received), over requests on the same pipeline,
-and the worst request's KV transfer excess.
+and the worst request's KV transfer excess. With `--ramp` a closed loop's users join over
+that time on both sides, and `--window-from` compares only the requests sent from then
+on: `--workload agentic:context=16K,output=256..512,turns=6 --concurrency 12 --duration 90
+--ramp 15 --window-from 30 --seed 0` is the quick economics run's 12-agent point on both.
 """
 
 from __future__ import annotations
@@ -55,16 +59,22 @@ def _overheads(mesh_run: Driven, sim: Driven) -> dict[str, float]:
     return extra
 
 
+def _window(run: Driven, args: argparse.Namespace) -> Driven:
+    """The run with only the requests sent from `--window-from` on."""
+    kept = [r for r in run.records if r.send_s >= args.window_from]
+    return Driven(kept, run.outputs, run.rate, run.concurrency, run.skipped_arrivals)
+
+
 def one(preset: str, args: argparse.Namespace) -> None:
     config = BenchConfig(url="http://unused", workload=args.workload, out_dir=".", concurrency=args.concurrency,
                          duration_s=args.duration, seed=args.seed, progress=False)
     with tempfile.TemporaryDirectory() as tmp, mesh(preset, Path(tmp)) as (url, plan):
         _lag_p99(plan, reset=True)
-        mesh_run = asyncio.run(bench_mesh(url, config.model_copy(update={"url": url})))
+        mesh_run = _window(asyncio.run(bench_mesh(url, config.model_copy(update={"url": url}), args.ramp)), args)
         lag = _lag_p99(plan)
     run = run_simulation(load_scenario(preset), args.workload, concurrency=args.concurrency, duration_s=args.duration,
-                         seed=args.seed)
-    sim = Driven(run.records, run.outputs, None, args.concurrency, 0)
+                         seed=args.seed, ramp_s=args.ramp)
+    sim = _window(Driven(run.records, run.outputs, None, args.concurrency, 0), args)
     agreement = compare(mesh_run, sim)
     cells = []
     for metric in ("ttft_s", "tpot_s", "e2e_s"):
@@ -83,9 +93,12 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=5)
     parser.add_argument("--presets", nargs="*", default=PRESETS)
     parser.add_argument("--workload", default=WORKLOAD, help=f"a loadgen spec (default {WORKLOAD})")
+    parser.add_argument("--ramp", type=float, default=0.0, help="seconds over which a closed loop's users join")
+    parser.add_argument("--window-from", type=float, default=0.0, help="compare requests sent from this second on")
     args = parser.parse_args()
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; {args.workload}, "
-          f"concurrency {args.concurrency}, {args.duration:g} s, seed {args.seed}")
+          f"concurrency {args.concurrency}, {args.duration:g} s, seed {args.seed}, ramp {args.ramp:g} s, "
+          f"window from {args.window_from:g} s")
     print("| preset | requests | same text | same pipeline | TTFT p50/p90/p99 mesh:sim ms | TPOT | E2E | "
           "mesh lag p99 ms | extra ms: HTTP | intake | KV | KV worst | TTFT | bounds broken |")
     print("| --- | ---: | ---: | ---: | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")

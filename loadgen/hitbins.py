@@ -1,4 +1,4 @@
-"""Prefix-hit rates in the seven bins PDD reports, and a sampler that steers toward a target mix.
+"""Prefix-hit rates in the seven bins PDD reports, and the per-session targets that follow a target mix.
 
 A request's hit rate is the share of its prompt tokens that an unbounded prefix
 cache already holds. The bins follow pdd-system.md: most agentic requests land
@@ -86,28 +86,27 @@ class HitDistribution:
         }
 
 
-class HitTargetSampler:
-    """Draws per-request target hit rates so the produced mix tracks the target weights.
+class SessionHitTargets:
+    """Target hit rates for the turns of one session, so that whole sessions follow the target mix.
 
-    It picks the bin that is furthest behind its target share (weighted draw over
-    the deficits), so requests whose hit rate is forced (a session's first turn is
-    always 0%) are compensated by the turns drawn afterwards. Within a bin the
-    value is uniform. `record` must be told every produced hit rate, forced or not.
+    A session's first turn is always a miss (bin 0-90). Each later turn of a session of T turns
+    draws its bin independently, with weight max(0, w_b T - [b is 0-90]) over the T - 1 later
+    turns, so a session holds w_b T turns of bin b in expectation, its forced first turn included
+    (where w_0 T < 1 the first turn alone exceeds bin 0-90's share, and later turns avoid it).
+    Within a bin the value is uniform. The draws come from the session's own generator, so a
+    session's targets do not depend on when other sessions send: the same seed gives the same
+    prompts whatever order the server answers in (docs/loadgen.md).
     """
 
-    def __init__(self, weights: Sequence[float], rng: random.Random) -> None:
-        self.weights = normalise_weights(weights)
+    def __init__(self, weights: Sequence[float], turns: int, rng: random.Random) -> None:
+        shares = normalise_weights(weights)
+        counts = [max(0.0, w * turns - (1.0 if index == 0 else 0.0)) for index, w in enumerate(shares)]
+        self.weights = normalise_weights(counts) if sum(counts) > 0 else shares
         self._rng = rng
-        self._counts = [0] * len(self.weights)
-
-    def record(self, hit_rate: float) -> None:
-        self._counts[hit_bin(hit_rate)] += 1
+        self._bins = range(len(self.weights))
 
     def draw(self) -> float:
-        n_after = sum(self._counts) + 1
-        deficits = [max(0.0, w * n_after - c) for w, c in zip(self.weights, self._counts)]
-        choice_weights = deficits if sum(deficits) > 0 else list(self.weights)
-        index = self._rng.choices(range(len(choice_weights)), weights=choice_weights)[0]
+        index = self._rng.choices(self._bins, weights=self.weights)[0]
         low, high = bin_bounds(index)
         return self._rng.uniform(low, high)
 

@@ -16,7 +16,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from loadgen.hitbins import DEFAULT_HIT_WEIGHTS, HitDistribution, HitTargetSampler, HitWeights
+from loadgen.hitbins import DEFAULT_HIT_WEIGHTS, HitDistribution, HitWeights, SessionHitTargets
 from loadgen.lengths import Duration, LengthDist, TokenCount
 from loadgen.plan import RequestPlan
 from loadgen.tokens import DEFAULT_VOCAB, common_prefix_length, fresh_tokens
@@ -50,6 +50,10 @@ class AgenticSession:
         self.session_id = session_id
         self._workload = workload
         self._config = workload.config
+        # The targets draw from a generator of their own: how many fresh ids a turn draws depends on
+        # the output received, and the targets should not.
+        hits = self._config.hits
+        self._targets = SessionHitTargets(hits, turns, random.Random(rng.getrandbits(64))) if hits else None
         self._rng = rng
         self._turns = turns
         self._turn = 0
@@ -80,7 +84,7 @@ class AgenticSession:
             self.finished = True
             return None
         cached_len = len(conversation) if self._config.cache_outputs else len(previous_prompt)
-        target = self._workload.draw_target()
+        target = self._targets.draw() if self._targets else None
         keep, new = self._next_prompt(len(conversation), cached_len, target)
         fresh = fresh_tokens(self._rng, new, self._config.vocab)
         ids = np.concatenate([conversation_ids[:keep], np.asarray(fresh, dtype=np.int64)])
@@ -141,7 +145,7 @@ class AgenticSession:
 
 
 class AgenticWorkload:
-    """A source of agentic sessions sharing one hit-rate target."""
+    """A source of agentic sessions, each following the hit-rate target on its own (SessionHitTargets)."""
 
     name = "agentic"
     own_timing = False
@@ -152,7 +156,6 @@ class AgenticWorkload:
         self.config = config
         self.default_rate = config.rate
         self._rng = rng
-        self._sampler = HitTargetSampler(config.hits, random.Random(rng.getrandbits(64))) if config.hits else None
         self._opened = 0
         self._hits: list[float] = []
 
@@ -164,13 +167,8 @@ class AgenticWorkload:
         turns = self.config.turns.draw(self._rng)
         return AgenticSession(self, session_id, random.Random(self._rng.getrandbits(64)), turns)
 
-    def draw_target(self) -> float | None:
-        return self._sampler.draw() if self._sampler else None
-
     def record_hit(self, hit_rate: float) -> None:
         self._hits.append(hit_rate)
-        if self._sampler:
-            self._sampler.record(hit_rate)
 
     def hit_distribution(self) -> HitDistribution:
         return HitDistribution.of(self._hits)

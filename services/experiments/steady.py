@@ -7,8 +7,6 @@ agent's first turn is always a cache miss, so a cold start is a burst that no
 warm deployment sees (docs/results.md §Steady state). A run therefore:
 
 - starts the agents of each step evenly over its ramp;
-- restarts the hit-target sampler when the first ramp ends, so the forced
-  misses of the cold start do not bias the target mix of the windows;
 - summarises only each step's window (requests sent in it);
 - stops climbing once a window clearly misses the SLA.
 
@@ -31,7 +29,6 @@ import aiohttp
 
 from loadgen.bench.client import SSE_LINE_LIMIT, stream_completion
 from loadgen.bench.dispatch import Dispatcher, Recorder, RunClock
-from loadgen.hitbins import HitTargetSampler
 from loadgen.plan import RequestPlan
 from loadgen.spec import parse_spec
 from loadgen.summary import SlaConfig, Summary, meets_sla, summarize
@@ -40,14 +37,6 @@ from services.experiments.dilation import to_emulated_record
 from services.experiments.population import Step, Window, staircase
 
 STOP_BELOW_ATTAINMENT = 0.6  # a window this far under the 0.9 target is past saturation
-
-
-class SteadyAgenticWorkload(AgenticWorkload):
-    """Agentic sessions whose hit-target accounting can restart once the cold start is over."""
-
-    def restart_targets(self) -> None:
-        if self.config.hits:
-            self._sampler = HitTargetSampler(self.config.hits, random.Random(self._rng.getrandbits(64)))
 
 
 @dataclass(frozen=True)
@@ -108,7 +97,7 @@ async def run_staircase(url: str, model: str, workload_spec: str, stairs: Stairc
     population = staircase(stairs.steps)
     windows = population.windows
     real_think_s = config.think * k
-    workload = SteadyAgenticWorkload(config.model_copy(update={"think": real_think_s}), random.Random(stairs.seed))
+    workload = AgenticWorkload(config.model_copy(update={"think": real_think_s}), random.Random(stairs.seed))
     out_dir.mkdir(parents=True, exist_ok=True)
     endpoint = url.rstrip("/") + "/v1/completions"
     timeout_s = stairs.request_timeout_s * k
@@ -168,7 +157,6 @@ async def run_staircase(url: str, model: str, workload_spec: str, stairs: Stairc
 
         async def ramped() -> None:
             await asyncio.sleep(stairs.steps[0].ramp_s * k)
-            workload.restart_targets()
             if after_ramp is not None:
                 await after_ramp()
 

@@ -29,8 +29,10 @@ BOUNDS = {"p50": (0.05, 0.010), "p90": (0.05, 0.010), "p99": (0.10, 0.0)}
 SAME_PIPELINE = 0.95
 
 
-async def bench_mesh(url: str, config: BenchConfig) -> Driven:
-    """`config`'s workload against the router at `url`, as `pdd-emu bench` sends it; records and token ids."""
+async def bench_mesh(url: str, config: BenchConfig, ramp_s: float = 0.0) -> Driven:
+    """`config`'s workload against the router at `url`, as `pdd-emu bench` sends it; records and token ids.
+
+    `ramp_s`: a closed loop's users join over that time, as in a simulation given the same."""
     vocab = getattr(config.workload_config, "vocab", DEFAULT_VOCAB)
     connector = aiohttp.TCPConnector(limit=0)
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=config.request_timeout_s)
@@ -41,7 +43,7 @@ async def bench_mesh(url: str, config: BenchConfig) -> Driven:
             return await stream_completion(http, config.endpoint, model, plan, timeout_s=config.request_timeout_s,
                                            send_s=send_s, vocab=vocab)
 
-        return await drive(config, send)
+        return await drive(config, send, ramp_s)
 
 
 @dataclass

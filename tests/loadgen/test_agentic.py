@@ -127,3 +127,27 @@ def test_same_seed_same_plans_and_sessions_limit():
     assert len(first) == 6  # two sessions of three turns, then the workload is exhausted
     assert all(p.think_s > 0 for p in first if p.turn > 0)
     assert all(10 <= p.max_tokens <= 20 for p in first)
+
+
+def test_a_sessions_prompts_do_not_depend_on_the_order_sessions_send_in():
+    # In a closed loop the order answers arrive in decides which session sends next; a request id
+    # must name the same prompt whichever order that is, or two deployments see different work.
+    spec = "agentic:context=8K,output=16..64,turns=12,think=0"
+
+    def plans_by_id(order) -> dict[str, list[int]]:
+        source = workload(spec, seed=3)
+        sessions = [source.new_session() for _ in range(3)]
+        pending = [s.first_request() for s in sessions]
+        prompts = {}
+        for index in order:
+            plan = pending[index]
+            if plan is None:
+                continue
+            prompts[plan.request_id] = plan.prompt
+            pending[index] = sessions[index].next_turn(plan.prompt, offline_model_output(plan.prompt, plan.max_tokens))
+        return prompts
+
+    in_turn = plans_by_id([0, 1, 2] * 12)
+    one_after_another = plans_by_id([0] * 12 + [1] * 12 + [2] * 12)
+    assert len(in_turn) == 36
+    assert in_turn == one_after_another

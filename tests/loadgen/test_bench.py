@@ -137,9 +137,11 @@ async def test_sessions_reuse_outputs_decoded_from_text_alone(fake_router, tmp_p
     later = [r for r in records if r["turn"] > 0]
     assert later
     for r in later:
-        # the previous answer, read back from its words, is in the cache exactly: >= 99.5% hits on the server
+        # the previous answer, read back from its words, is in the cache exactly; its target is in the
+        # 99.5-100% bin (the prompt's whole-token rounding can land a hair under). Had the 8-16 output
+        # tokens not been reused, a prompt of about 1K tokens would hit at most about 98.5%.
         assert served[r["id"]].hit_tokens == round(r["hit_rate"] * r["prompt_tokens"])
-        assert r["hit_rate"] >= 0.995
+        assert r["hit_rate"] >= 0.99
 
 
 async def test_max_requests_and_explicit_model(fake_router, tmp_path):

@@ -3,7 +3,7 @@ import random
 import pytest
 
 from loadgen.hitbins import (
-    DEFAULT_HIT_WEIGHTS, HIT_BIN_LABELS, HitDistribution, HitTargetSampler, bin_bounds, hit_bin, normalise_weights,
+    DEFAULT_HIT_WEIGHTS, HIT_BIN_LABELS, HitDistribution, SessionHitTargets, bin_bounds, hit_bin, normalise_weights,
 )
 
 
@@ -44,24 +44,26 @@ def test_weights_must_be_seven_and_positive():
         normalise_weights([0] * 7)
 
 
-def test_sampler_compensates_for_forced_zero_hits():
-    # one in ten requests is a session's first turn (hit 0), as in a workload with 10-turn sessions
+def test_whole_sessions_follow_the_mix_their_forced_first_turns_included():
     rng = random.Random(7)
-    sampler = HitTargetSampler(DEFAULT_HIT_WEIGHTS, rng)
     produced = []
-    for i in range(3000):
-        hit = 0.0 if i % 10 == 0 else sampler.draw()
-        sampler.record(hit)
-        produced.append(hit)
+    for _ in range(3000):  # sessions of 10 turns: one in ten requests is a forced miss
+        targets = SessionHitTargets(DEFAULT_HIT_WEIGHTS, 10, random.Random(rng.getrandbits(64)))
+        produced += [0.0] + [targets.draw() for _ in range(9)]
     shares = HitDistribution.of(produced).shares
     for share, weight in zip(shares, normalise_weights(DEFAULT_HIT_WEIGHTS)):
-        assert share == pytest.approx(weight, abs=0.01)
+        assert share == pytest.approx(weight, abs=0.005)
 
 
-def test_sampler_draws_inside_the_chosen_bin():
-    sampler = HitTargetSampler([0, 0, 0, 0, 0, 1, 0], random.Random(1))
+def test_a_session_too_short_for_its_miss_share_keeps_its_later_turns_out_of_that_bin():
+    # 12% of 5 turns is under the one forced miss: the later turns draw from the other bins alone
+    targets = SessionHitTargets(DEFAULT_HIT_WEIGHTS, 5, random.Random(3))
+    assert targets.weights[0] == 0.0
+    assert all(hit_bin(targets.draw()) != 0 for _ in range(500))
+
+
+def test_targets_draw_inside_the_chosen_bin():
+    targets = SessionHitTargets([0, 0, 0, 0, 0, 1, 0], 20, random.Random(1))
     low, high = bin_bounds(5)
     for _ in range(200):
-        value = sampler.draw()
-        assert low <= value <= high
-        sampler.record(value)
+        assert low <= targets.draw() <= high

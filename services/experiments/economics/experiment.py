@@ -44,16 +44,18 @@ QUICK_LOADS = (4.0, 12.0)
 # is the sample trace (loadgen/samples) at a quarter and half speed, where pd-intra-mini is near its knee.
 FIRST_SPEED, SLOWEST_SPEED, QUICK_SPEEDS = 6.0, 1 / 16, (0.25, 0.5)
 WARM_FACTOR = 1.08  # an arm's or case's search steps 8% from the base knee: two halvings then reach 2%
-QUICK_WARMUP_S, QUICK_MEASURE_S = 30.0, 60.0  # emulated: a mini point's warm-up and window in the simulator
+QUICK_WARMUP_S, QUICK_MEASURE_S = 30.0, 60.0  # emulated: a mini point's warm-up and window, on either backend
 BACKENDS = ("simulate", "mesh")
 
 
 def check_options(quick: bool, seeds: int = 1, backend: str = "simulate", workers: int = 1,
                   workload: str | None = None, resume: bool = False, deployments_only: bool = False,
-                  ray_address: str | None = None, warmup_s: float | None = None) -> None:
+                  ray_address: str | None = None, warmup_s: float | None = None,
+                  measure_s: float | None = None) -> None:
     """ValueError naming the first option this experiment cannot take (the CLI's exit-2 message)."""
-    if warmup_s is not None and not warmup_s > 0:
-        raise ValueError(f"--warmup-s must be a positive number of emulated seconds, got {warmup_s:g}")
+    for flag, value in (("--warmup-s", warmup_s), ("--measure-s", measure_s)):
+        if value is not None and not value > 0:
+            raise ValueError(f"{flag} must be a positive number of emulated seconds, got {value:g}")
     if ray_address is not None and workers > 1:
         raise ValueError("--workers sizes a local Ray; with --ray-address the cluster's CPUs run the points")
     if deployments_only and quick:
@@ -74,24 +76,24 @@ def check_options(quick: bool, seeds: int = 1, backend: str = "simulate", worker
         if resume:
             raise ValueError("--resume reuses simulated points; a mesh's points are measured afresh each time")
         if workload is not None:
-            raise ValueError("--workload replays a trace in the simulator; the mesh backend climbs agent populations")
-        if warmup_s is not None:
-            raise ValueError("--warmup-s sets the simulated points' warm-up; the mesh backend's staircase has its own")
+            raise ValueError("--workload replays a trace in the simulator; the mesh backend runs the quick agent grid")
     workload_plan(quick, workload, (0,))  # a trace that cannot be replayed
 
 
 def point_runner(backend: str, quick: bool, out: Path, workers: int = 1, resume: bool = False,
-                 ray_address: str | None = None, warmup_s: float | None = None) -> LoadPointRunner:
+                 ray_address: str | None = None, warmup_s: float | None = None,
+                 measure_s: float | None = None) -> LoadPointRunner:
     """The load-point backend; the options are those `check_options` passed."""
     if backend == "mesh":
-        return MeshPoints(out)
+        return MeshPoints(out, warmup_s or QUICK_WARMUP_S, measure_s or QUICK_MEASURE_S)
     # Simulated points are deterministic: each is run once, however many searches ask for it (memo.py).
     if quick:
         # Fixed windows, as the mesh backend's: the quick run on both backends is their cross-check.
-        points = SimulatedPoints(out, warmup_s or QUICK_WARMUP_S, QUICK_MEASURE_S, window_requests=None,
+        points = SimulatedPoints(out, warmup_s or QUICK_WARMUP_S, measure_s or QUICK_MEASURE_S, window_requests=None,
                                  workers=workers, ray_address=ray_address)
     else:
-        points = SimulatedPoints(out, **({"warmup_s": warmup_s} if warmup_s else {}), workers=workers,
+        given = {"warmup_s": warmup_s, "measure_s": measure_s}
+        points = SimulatedPoints(out, **{k: v for k, v in given.items() if v}, workers=workers,
                                  ray_address=ray_address)
     return PointMemo(points, store=out / "points", resume=resume)
 
@@ -118,15 +120,17 @@ def workload_plan(quick: bool, workload: str | None, seeds: tuple[int, ...]) -> 
 async def economics_experiment(quick: bool, out: Path, log=print, seeds: int = 1, backend: str = "simulate",
                                workers: int = 1, workload: str | None = None, resume: bool = False,
                                deployments_only: bool = False, ray_address: str | None = None,
-                               warmup_s: float | None = None) -> ExperimentResult:
-    check_options(quick, seeds, backend, workers, workload, resume, deployments_only, ray_address, warmup_s)
+                               warmup_s: float | None = None, measure_s: float | None = None) -> ExperimentResult:
+    check_options(quick, seeds, backend, workers, workload, resume, deployments_only, ray_address, warmup_s,
+                  measure_s)
     seed_list = tuple(range(seeds))
-    runner = point_runner(backend, quick, out / "runs", workers, resume, ray_address, warmup_s)
+    runner = point_runner(backend, quick, out / "runs", workers, resume, ray_address, warmup_s, measure_s)
     presets, plan = (MINI if quick else DEPLOYMENTS), workload_plan(quick, workload, seed_list)
     log(f"economics on the {runner.backend} backend: {', '.join(presets.values())}; seeds {list(seed_list)}"
         + (f"; {workers} workers" if workers > 1 else "") + (f"; the Ray cluster at {ray_address}" if ray_address
                                                               else "")
-        + (f"; {warmup_s:g} s of warm-up a point" if warmup_s else ""))
+        + (f"; {warmup_s:g} s of warm-up a point" if warmup_s else "")
+        + (f"; windows of {measure_s:g} s at most" if measure_s else ""))
     base = asyncio.ensure_future(run_method(runner, {k: load_scenario(v) for k, v in presets.items()}, plan, log))
     try:
         if quick or deployments_only:

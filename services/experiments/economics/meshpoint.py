@@ -1,79 +1,84 @@
-"""The real-time mesh as a load-point backend: each deployment's mesh climbs a short staircase of agents.
+"""The real-time mesh as a load-point backend: one mesh per point, driven as the simulator drives its run.
 
-A load is a population of agents (closed loop, services/experiments/steady.py).
-Besides the client's records the backend polls every service's /stats once per
-real second; the validity inputs are the changes of the engines' counters over
-the measured window (docs/results.md, "Economics: method"). `run_grid` runs
-several loads in one mesh, one window each, as the paper experiment does;
-`run_point` is the one-load case of the interface.
+A point starts the deployment's mesh and sends the workload through the bench's
+own driver (services/simulate/run.py `drive`, as `simulate` sends it) on the
+simulator backend's schedule: `load` agents join over the warm-up's first half,
+and the window is the `measure_s` after the warm-up. Every service's /stats is
+read once a second. The window becomes a point by the simulator backend's own
+function (window.py `measured_point`), so the two backends differ only in how
+the records and snapshots were made, and the quick run on both is their
+cross-check (docs/results.md, "Economics: the quick run"). Each point also
+keeps the mesh's event-loop lag (`mesh.json`): agreement is only asked of a
+mesh whose loop kept up.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from loadgen.spec import parse_spec
-from services.experiments.dilation import dilation_for
+from loadgen.bench.config import BenchConfig
 from services.experiments.economics.loadpoint import PointResult
-from services.experiments.economics.window import Snapshot, point_of
-from services.experiments.meshrun import MeshRun, get_json, records_of, run_deployment
-from services.experiments.paper import expected_request_rate
-from services.experiments.population import Step
-from services.experiments.steady import Staircase, StepResult
-from services.scenario.plan import MeshPlan
+from services.experiments.economics.simpoint import paced, run_folder
+from services.experiments.economics.window import Snapshot, measured_point
+from services.experiments.meshrun import get_json, service_overheads
+from services.experiments.population import Window
+from services.launcher.plan import build_plan
+from services.launcher.processes import start_mesh, stop_processes
 from services.scenario import Scenario
+from services.scenario.plan import MeshPlan
+from services.simulate.agreement import bench_mesh
 from services.types import Role
 
-POLL_S = 1.0  # real seconds between /stats snapshots
+POLL_S = 1.0  # seconds between /stats snapshots, as the simulator keeps them
 
 
 @dataclass
 class MeshPoints:
-    """Population loads on the real-time mesh; durations are emulated seconds."""
+    """Population loads on the real-time mesh, in real seconds (the mini presets need no dilation)."""
 
     out_dir: Path
-    first_ramp_s: float = 10.0
-    step_ramp_s: float = 0.0
-    settle_s: float = 5.0
-    measure_s: float = 15.0
-    real_tokens_per_s: float = 2000.0  # the emulator's comfortable output-token rate (experiments/paper.py)
+    warmup_s: float = 30.0
+    measure_s: float = 60.0
     backend: str = "mesh"
 
+    def settings(self) -> dict[str, float]:
+        """The schedule every point ran (result.json `point_settings`)."""
+        return {"warmup_s": self.warmup_s, "measure_s": self.measure_s}
+
     async def run_point(self, scenario: Scenario, workload: str, load: float, seed: int) -> PointResult:
-        return (await self.run_grid(scenario, workload, (load,), seed))[0]
-
-    async def run_grid(self, scenario: Scenario, workload: str, loads: tuple[float, ...], seed: int
-                       ) -> list[PointResult]:
-        """One mesh up the given populations; the climb stops early once a window clearly misses the SLA."""
-        users = sorted({int(load) for load in loads})
-        steps = tuple(Step(n, self.first_ramp_s if i == 0 else self.step_ramp_s, self.settle_s, self.measure_s)
-                      for i, n in enumerate(users))
-        spec = parse_spec(workload)
-        rate = expected_request_rate(scenario, users[-1], spec.think, spec.output.mean)
-        stairs = Staircase(steps, seed=seed, dilation=dilation_for(rate, spec.output.mean, self.real_tokens_per_s))
+        spec, pacing, folder = paced(workload, load)
+        point_dir = self.out_dir / run_folder(scenario, workload, seed) / folder
+        plan = build_plan(scenario)
+        processes = await asyncio.to_thread(start_mesh, plan, point_dir / "mesh")
         snapshots: list[Snapshot] = []
-        run = await run_deployment(scenario, workload, stairs, self.out_dir / f"{scenario.name}-seed{seed}",
-                                   observe=lambda plan: _poll(plan, snapshots))
-        return [_point(run, step, seed, _window(snapshots, step, stairs.dilation)) for step in run.steps]
+        try:
+            await asyncio.to_thread(service_overheads, plan, True)  # start-up is not part of the point
+            url = f"http://{plan.router.host}:{plan.router.http_port}"
+            config = BenchConfig(url=url, workload=spec, out_dir=point_dir, duration_s=self.warmup_s + self.measure_s,
+                                 seed=seed, progress=False, **pacing)
+            poller = asyncio.create_task(_poll(plan, snapshots, time.monotonic()))
+            try:
+                driven = await bench_mesh(url, config, ramp_s=self.warmup_s / 2)
+            finally:
+                poller.cancel()
+                await asyncio.gather(poller, return_exceptions=True)
+            lags, late = await asyncio.to_thread(service_overheads, plan)
+        finally:
+            await asyncio.to_thread(stop_processes, processes)
+        point_dir.mkdir(parents=True, exist_ok=True)
+        (point_dir / "mesh.json").write_text(json.dumps({"loop_lag_p99_s": lags, "engine_late_max_s": late}))
+        window = Window(pacing.get("concurrency"), self.warmup_s, self.warmup_s + self.measure_s)
+        return measured_point(scenario, spec, seed, [r.row() for r in driven.records], snapshots, window, point_dir)
 
 
-async def _poll(plan: MeshPlan, snapshots: list[Snapshot]) -> None:
-    started = time.monotonic()
+async def _poll(plan: MeshPlan, snapshots: list[Snapshot], started: float) -> None:
     while True:
         stats = await asyncio.to_thread(
             lambda: {s.name: get_json(f"http://{s.host}:{s.http_port}/stats") for s in plan.services
                      if s.role is not Role.ROUTER})
         snapshots.append((time.monotonic() - started, stats))
         await asyncio.sleep(POLL_S)
-
-
-def _window(snapshots: list[Snapshot], step: StepResult, dilation: float) -> list[Snapshot]:
-    start, end = step.window.start_s * dilation, step.window.end_s * dilation
-    return [s for s in snapshots if start <= s[0] <= end]
-
-
-def _point(run: MeshRun, step: StepResult, seed: int, window: list[Snapshot]) -> PointResult:
-    return point_of(run.scenario, step, seed, window, records_of(step))

@@ -17,7 +17,7 @@ from typing import Awaitable
 
 from services.experiments.economics.figures import Deployment, headline
 from services.experiments.economics.loadpoint import LoadPointRunner, PointResult
-from services.experiments.economics.search import Knee, OverSeeds, bisect_knee, grid, grid_of
+from services.experiments.economics.search import Knee, OverSeeds, bisect_knee, grid
 from services.experiments.economics.validity import verdicts
 from services.scenario import Scenario
 
@@ -79,9 +79,6 @@ class Outcome:
 
 async def knee_of(runner: LoadPointRunner, scenario: Scenario, plan: Plan, seed: int, key: str = "") -> Knee:
     if plan.loads is not None:
-        many = getattr(runner, "run_grid", None)  # a backend that runs a whole grid in one go
-        if many is not None:
-            return grid_of(await many(scenario, plan.workload, plan.loads, seed))
         return await grid(lambda load: runner.run_point(scenario, plan.workload, load, seed), plan.loads)
     first, then = plan.starts.get(key, (plan.first_load, None))
     return await bisect_knee(lambda load: runner.run_point(scenario, plan.workload, load, seed), first,

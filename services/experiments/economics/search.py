@@ -112,11 +112,7 @@ def _narrow(low: float, high: float, tolerance: float, integral: bool) -> bool:
 
 async def grid(run: RunPoint, loads: tuple[float, ...]) -> Knee:
     """Every given load, in order (a short run's few points; the knee is bounded only if one fails)."""
-    return grid_of([await run(load) for load in loads])
-
-
-def grid_of(points: list[PointResult]) -> Knee:
-    """A grid's knee from points already run (a backend that runs a whole grid in one go)."""
+    points = [await run(load) for load in loads]
     return _knee("grid", points, any(p.attainment < THRESHOLD for p in points))
 
 

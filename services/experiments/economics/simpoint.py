@@ -29,12 +29,10 @@ from loadgen.summary import SlaConfig
 from loadgen.workloads import MooncakeConfig
 from services.experiments.economics.loadpoint import PointResult
 from services.experiments.economics.memo import point_key
-from services.experiments.economics.window import point_of
+from services.experiments.economics.window import measured_point
 from services.experiments.goodput import THRESHOLD
 from services.experiments.population import Window
-from services.experiments.steady import write_window
 from services.scenario import Scenario
-from services.scenario.cost import cost_per_hour
 from services.simulate.run import run_simulation
 from services.simulate.sweep import import_ray, start_ray
 from services.simulate.window_stop import WindowStop
@@ -87,11 +85,9 @@ def simulate_window_point(scenario: Scenario, workload: str, load: float, seed: 
     full = window_requests is not None and len(sends) > window_requests
     end = sends[window_requests] if full else warmup_s + measure_s
     window = Window(pacing.get("concurrency"), warmup_s, end if stop is None else stop.window_end(end))
-    step = write_window(records, window, out_dir / run_folder(scenario, workload, seed) / (folder + whole), sla,
-                        scenario.name, spec, cost_per_hour(scenario))
-    snapshots = [snap for snap in run.snapshots if window.start_s <= snap[0] <= window.end_s]
-    kept = [r for r in records if window.start_s <= r["send_s"] < window.end_s]
-    return dataclasses.replace(point_of(scenario, step, seed, snapshots, kept), load=pacing.get("concurrency", load),
+    point = measured_point(scenario, spec, seed, records, run.snapshots, window,
+                           out_dir / run_folder(scenario, workload, seed) / (folder + whole))
+    return dataclasses.replace(point, load=pacing.get("concurrency", load),
                                stopped_at_verdict=stop is not None and stop.stopped_s is not None)
 
 

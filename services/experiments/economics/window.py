@@ -1,16 +1,21 @@
 """One measured window as a PointResult: the client's summary and the engines' counters over the window.
 
-Both backends (meshpoint.py, simpoint.py) read the same things: the bench
-summary of the requests sent in the window, and the changes of every engine's
-/stats counters between the window's first and last snapshot (docs/results.md,
-"Economics: method").
+Both backends (meshpoint.py, simpoint.py) make a point with `measured_point`:
+the bench summary of the requests sent in the window, and the changes of every
+engine's /stats counters between the window's first and last snapshot
+(docs/results.md, "Economics: method").
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from loadgen.summary import SlaConfig
 from services.experiments.economics.loadpoint import PointResult, PointStats, Quantiles
-from services.experiments.steady import StepResult
+from services.experiments.population import Window
+from services.experiments.steady import StepResult, write_window
 from services.scenario import Scenario
+from services.scenario.cost import cost_per_hour
 from services.types import Role
 
 Snapshot = tuple[float, dict[str, dict]]  # (seconds since the run began, stats per service)
@@ -64,6 +69,16 @@ def point_of(scenario: Scenario, step: StepResult, seed: int, window: list[Snaps
     ttfts = tuple(r["ttft_s"] for r in records if r.get("ttft_s") is not None)
     return PointResult(step.window.users, seed, s.sent, s.sla_attainment, step.goodput_rps, step.request_rate,
                        _q(s.ttft_s), _q(s.tpot_s), _q(s.e2e_s), stats, ttfts)
+
+
+def measured_point(scenario: Scenario, workload: str, seed: int, records: list[dict], snapshots: list[Snapshot],
+                   window: Window, out_dir: Path) -> PointResult:
+    """The point a run makes over `window`: its bench outputs written to `out_dir`, the snapshots within it."""
+    sla = SlaConfig(ttft_s=scenario.sla.ttft_s, tpot_s=scenario.sla.tpot_s)
+    step = write_window(records, window, out_dir, sla, scenario.name, workload, cost_per_hour(scenario))
+    within = [snap for snap in snapshots if window.start_s <= snap[0] <= window.end_s]
+    kept = [r for r in records if window.start_s <= r["send_s"] < window.end_s]
+    return point_of(scenario, step, seed, within, kept)
 
 
 def _q(p) -> Quantiles:

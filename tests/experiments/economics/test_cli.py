@@ -41,7 +41,8 @@ REFUSED = [  # (arguments, what the one-line error says): each exits 2 before ru
     (("economics", "--quick", "--backend", "mesh", "--ray-address", "127.0.0.1:1"), "drop --ray-address"),
     (("bathtub", "--quick", "--ray-address", "127.0.0.1:1"), "--ray-address applies to economics only"),
     (("economics", "--quick", "--warmup-s", "0"), "--warmup-s must be a positive number"),
-    (("economics", "--quick", "--backend", "mesh", "--warmup-s", "60"), "the mesh backend's staircase has its own"),
+    (("economics", "--quick", "--backend", "mesh", "--measure-s", "-1"), "--measure-s must be a positive number"),
+    (("paper", "--quick", "--measure-s", "60"), "--measure-s applies to economics only"),
     (("handoff", "--quick", "--warmup-s", "60"), "--warmup-s applies to economics only"),
 ]
 
@@ -72,9 +73,10 @@ def test_deployments_only_trims_the_full_run_of_economics_only(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.integration
-@pytest.mark.parametrize("backend", ["simulate", "mesh"])
-def test_quick_run_prints_consistent_headline_figures(tmp_path, backend):
-    headline = quick_headline("economics", tmp_path, "--backend", backend)
+@pytest.mark.parametrize("backend, windows", [("simulate", ()), ("mesh", ("--warmup-s", "8", "--measure-s", "12"))])
+def test_quick_run_prints_consistent_headline_figures(tmp_path, backend, windows):
+    # the mesh's points run in real time, one fresh mesh each: short windows keep its six points to about two minutes
+    headline = quick_headline("economics", tmp_path, "--backend", backend, *windows)
     assert set(headline) == KEYS
     expected = 1 - cost_per_hour(load_scenario("pdd-mini")) / cost_per_hour(load_scenario("pd-intra-mini"))
     assert headline["cost_reduction"] == pytest.approx(expected)
@@ -83,6 +85,8 @@ def test_quick_run_prints_consistent_headline_figures(tmp_path, backend):
     assert headline["ttft_p99_reduction"] < 1
     result = json.loads((tmp_path / "economics" / "result.json").read_text())
     assert result["backend"] == backend and result["identity_gap"] == pytest.approx(0.0, abs=1e-9)
+    if windows:
+        assert result["point_settings"] == {"warmup_s": 8.0, "measure_s": 12.0}
     for key in ("pd-intra", "pd-cross", "pdd"):
         deployment = result["deployments"][key]
         assert deployment["method"] == "grid" and len(deployment["points"]) >= 1
