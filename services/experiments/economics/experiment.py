@@ -32,7 +32,7 @@ from services.experiments.economics.cases import (TORNADO_DEPLOYMENTS, TORNADO_F
 from services.experiments.economics.sensitivity import tornado
 from services.experiments.economics.simpoint import SimulatedPoints
 from services.experiments.runner import ExperimentResult
-from services.scenario import Scenario, load_scenario
+from services.scenario import load_scenario
 
 # The report's agentic shape (../shared/docs/pdd-system.md): 64K context, the seven-bin hit mix
 # (loadgen's default weights), and short outputs, "under 500 tokens": loadgen's default 32..480.
