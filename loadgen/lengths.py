@@ -79,6 +79,15 @@ class LengthDist(BaseModel):
             return rng.randint(self.low, self.high)
         return max(1, min(self.high, round(rng.expovariate(1.0 / self.low))))
 
+    def residual(self, rng: random.Random) -> int:
+        """What is left of a length in progress at a random moment: P(R = r) = P(L >= r) / E[L], renewal
+        theory's equilibrium distribution (docs/loadgen.md, "Users joining"). A length-biased draw (L kept
+        with probability L / maximum), then a uniform point of it."""
+        while True:
+            length = self.draw(rng)
+            if rng.random() * self.maximum < length:
+                return rng.randint(1, length)
+
     def __str__(self) -> str:
         if self.kind == "fixed":
             return str(self.low)

@@ -100,7 +100,7 @@ class CompletionUser(FastHttpUser):
     @task
     def next_request(self) -> None:
         if self.plan is None or self.session is None:
-            self.session = shared_workload().new_session()
+            self.session = shared_workload().new_session(joining=self.session is None)
             if self.session is None:
                 raise StopUser()  # the workload has no more sessions
             self.plan = self.session.first_request()

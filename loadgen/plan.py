@@ -78,8 +78,9 @@ class Workload(Protocol):
     arrival_cv: float  # coefficient of variation of inter-arrival gaps (1 for Poisson)
     default_rate: float | None  # requests per second when the client is given no rate
 
-    def new_session(self) -> Session | None:
-        """A new session, or None when the workload has no more."""
+    def new_session(self, joining: bool = False) -> Session | None:
+        """A new session, or None when the workload has no more. `joining`: a closed-loop user's first,
+        which a multi-turn workload may cut to the rest of a session in progress."""
         ...
 
     def hit_distribution(self) -> object:

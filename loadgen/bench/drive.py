@@ -65,7 +65,7 @@ async def drive_closed_loop(workload: Workload, dispatcher: Dispatcher, clock: R
             return
         while dispatcher.can_send():
             if plan is None or session is None:
-                session = workload.new_session()
+                session = workload.new_session(joining=session is None)
                 if session is None:
                     return
                 plan = session.first_request()

@@ -33,6 +33,8 @@ class AgenticConfig(BaseModel):
     tool: LengthDist = Field(LengthDist.model_validate("exp1K"), description="tool-result size when hits=natural")
     turns: LengthDist = Field(LengthDist.model_validate("20"), description="turns per session")
     sessions: int = Field(0, ge=0, description="sessions in total; 0 means no limit")
+    join: Literal["stationary", "fresh"] = Field(
+        "stationary", description="a joining user's first session: the rest of one in progress, or a whole one")
     hits: HitWeights = Field(DEFAULT_HIT_WEIGHTS, description="weights of the 7 hit bins; None (natural): no target")
     cache_outputs: bool = Field(True, description="the server caches generated tokens (decode-side radix cache)")
     vocab: int = Field(DEFAULT_VOCAB, ge=2)
@@ -64,6 +66,11 @@ class AgenticSession:
         # 64K-token list into an array again costs more than the rest of planning a turn.
         self._last: tuple[list[int], np.ndarray] | None = None
         self.finished = False
+
+    @property
+    def turns(self) -> int:
+        """The turns this session runs, unless a failed one ends it first."""
+        return self._turns
 
     def first_request(self) -> RequestPlan:
         prompt = fresh_tokens(self._rng, self._config.initial_length.draw(self._rng), self._config.vocab)
@@ -159,12 +166,17 @@ class AgenticWorkload:
         self._opened = 0
         self._hits: list[float] = []
 
-    def new_session(self) -> AgenticSession | None:
+    def new_session(self, joining: bool = False) -> AgenticSession | None:
+        """The next session; `joining`: a user's first, which with `join=stationary` runs only the turns
+        left of a session in progress at a random moment. Users that all opened whole sessions together
+        would end them together, turn after turn, and the fresh first turns of their next sessions would
+        come in waves, one a session's length apart (docs/loadgen.md, "Users joining")."""
         if self.config.sessions and self._opened >= self.config.sessions:
             return None
         session_id = f"s{self._opened}"
         self._opened += 1
-        turns = self.config.turns.draw(self._rng)
+        stationary = joining and self.config.join == "stationary"
+        turns = self.config.turns.residual(self._rng) if stationary else self.config.turns.draw(self._rng)
         return AgenticSession(self, session_id, random.Random(self._rng.getrandbits(64)), turns)
 
     def record_hit(self, hit_rate: float) -> None:

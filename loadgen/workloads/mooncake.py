@@ -58,7 +58,7 @@ class MooncakeWorkload:
             next(rows, None)
         return rows
 
-    def new_session(self) -> SingleRequest | None:
+    def new_session(self, joining: bool = False) -> SingleRequest | None:  # one request: nothing to cut
         row: TraceRequest | None = next(self._rows, None)
         if row is None:
             return None

@@ -44,7 +44,7 @@ class SyntheticWorkload:
         self._count = 0
         self._hits: list[float] = []
 
-    def new_session(self) -> SingleRequest | None:
+    def new_session(self, joining: bool = False) -> SingleRequest | None:  # one request: nothing to cut
         if self.config.requests and self._count >= self.config.requests:
             return None
         length = max(self.config.input.draw(self._rng), len(self._prefix) + 1)

@@ -136,7 +136,7 @@ async def run_staircase(url: str, model: str, workload_spec: str, stairs: Stairc
             session, plan = None, None
             while dispatcher.can_send():
                 if plan is None:
-                    session = workload.new_session()
+                    session = workload.new_session(joining=session is None)
                     plan = session.first_request()
                 elif plan.think_s > 0 and not await clock.sleep_until(clock.now() + plan.think_s):
                     return

@@ -7,6 +7,7 @@ from loadgen.plan import plan_offline
 from loadgen.spec import parse_spec
 from loadgen.tokens import offline_model_output
 from loadgen.workloads import AgenticWorkload
+from tests.tolerance import assert_close
 
 
 def workload(spec: str, seed: int = 0) -> AgenticWorkload:
@@ -151,3 +152,12 @@ def test_a_sessions_prompts_do_not_depend_on_the_order_sessions_send_in():
     one_after_another = plans_by_id([0] * 12 + [1] * 12 + [2] * 12)
     assert len(in_turn) == 36
     assert in_turn == one_after_another
+
+
+def test_a_joining_users_first_session_is_the_rest_of_one_in_progress():
+    stationary, fresh = workload("agentic:turns=20"), workload("agentic:turns=20,join=fresh")
+    joined = [stationary.new_session(joining=True).turns for _ in range(2000)]
+    assert min(joined) == 1 and max(joined) == 20
+    assert_close(sum(joined) / len(joined), 10.5, rel=0.05, what="mean turns of a joining session")
+    assert [stationary.new_session().turns for _ in range(50)] == [20] * 50  # later sessions are whole
+    assert [fresh.new_session(joining=True).turns for _ in range(50)] == [20] * 50

@@ -230,3 +230,18 @@ async def test_a_workload_config_object_works_like_its_spec(fake_router, tmp_pat
     summary = await run_bench(config(fake_router, tmp_path, workload, concurrency=2, duration_s=30))
     assert summary.sent == 4 and summary.completed == 4
     assert summary.workload == "poisson:input=20,output=3,requests=4"
+
+
+async def test_a_closed_loop_users_first_session_joins_one_in_progress(fake_router, tmp_path):
+    # Six users join at once; their first sessions (s0..s5) are cut to the rest of a session in progress,
+    # so they do not all end together; every session opened after them runs its whole four turns.
+    cfg = config(fake_router, tmp_path, "agentic:context=4K,initial=1K,output=4..8,think=0,turns=4",
+                 concurrency=6, max_requests=60, duration_s=30)
+    await run_bench(cfg)
+    turns: dict[str, int] = {}
+    for record in lines(cfg.out_dir / "requests.jsonl"):
+        turns[record["session"]] = max(turns.get(record["session"], 0), record["turn"] + 1)
+    first = [turns[f"s{i}"] for i in range(6)]
+    assert len(set(first)) > 1 and max(first) <= 4
+    whole = [n for session, n in turns.items() if int(session[1:]) >= 6]
+    assert whole.count(4) >= len(whole) - 6  # all but the sessions the request budget cut off
