@@ -48,8 +48,8 @@ async def test_bad_workload_spec_exits_2_with_one_line(tmp_path):
     _, stderr = await asyncio.wait_for(process.communicate(), timeout=60)
     assert process.returncode == 2
     assert stderr.decode().strip() == ("pdd-emu: error: workload agentic: unknown key 'contxt'; valid keys: "
-                                       "cache_outputs, context, hits, initial, join, output, rate, sessions, think, tool, "
-                                       "turns, vocab")
+                                       "cache_outputs, context, hits, initial, join, output, rate, sessions, think, "
+                                       "tool, turns, vocab")
 
 
 async def test_rate_and_concurrency_together_are_refused(tmp_path):
