@@ -13,6 +13,7 @@ from dataclasses import replace
 
 from services.experiments.economics.arms import DEPLOYMENTS
 from services.experiments.economics.method import Outcome, Plan
+from services.experiments.economics.search import CASE_TOLERANCE
 from services.experiments.economics.sensitivity import PARAMETERS
 from services.scenario import Scenario, load_scenario
 
@@ -47,7 +48,7 @@ def sensitivity_cases(plan: Plan) -> list[tuple[str, int, dict[str, Scenario], P
             cases.append((parameter.name, index, scenarios,
                           replace(plan, workload=case.workload(plan.workload), compare_ttfts=case.ttfts,
                                   reference_only=frozenset(ttft_only),
-                                  start_scales=scales)))
+                                  start_scales=scales, tolerance=CASE_TOLERANCE)))
     return cases
 
 

@@ -17,7 +17,7 @@ from typing import Awaitable
 
 from services.experiments.economics.figures import Deployment, headline
 from services.experiments.economics.loadpoint import LoadPointRunner, PointResult
-from services.experiments.economics.search import Knee, OverSeeds, bisect_knee, grid
+from services.experiments.economics.search import TOLERANCE, Knee, OverSeeds, bisect_knee, grid
 from services.experiments.economics.validity import verdicts
 from services.scenario import Scenario
 
@@ -33,6 +33,7 @@ class Plan:
     # per deployment, a knee found before: its last passing and first failing load (None: none failed)
     starts: dict[str, tuple[float, float | None]] = field(default_factory=dict)
     factor: float = 2.0  # the bisection's step while it brackets the knee, from a start (search.py)
+    tolerance: float = TOLERANCE  # the bracket's width, against its lower end, where the bisection stops
     # per deployment, a warm start at the found knee times this (a case that scales the tier setting it)
     start_scales: dict[str, float] = field(default_factory=dict)
     compare_ttfts: bool = True  # run every deployment at the baseline's knee load to compare TTFTs there
@@ -83,7 +84,8 @@ async def knee_of(runner: LoadPointRunner, scenario: Scenario, plan: Plan, seed:
     first, then = plan.starts.get(key, (plan.first_load, None))
     return await bisect_knee(lambda load: runner.run_point(scenario, plan.workload, load, seed), first,
                              integral=plan.integral, smallest=plan.smallest,
-                             factor=plan.factor if key in plan.starts else 2.0, then=then)
+                             factor=plan.factor if key in plan.starts else 2.0, then=then,
+                             tolerance=plan.tolerance)
 
 
 async def together(runner: LoadPointRunner, jobs: list[Awaitable]) -> list:

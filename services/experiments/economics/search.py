@@ -22,6 +22,10 @@ from services.experiments.goodput import THRESHOLD, MaxGoodput, max_goodput
 
 RunPoint = Callable[[float], Awaitable[PointResult]]
 TOLERANCE = 0.02  # the bracket's width against its lower end when bisection stops
+# A sensitivity case's: its figure moves with the knee it finds, and the base knees' spread over three
+# seeds is 3.5-10% of their mean (docs/results.md, "Economics at the report's scale"), so a 2% bracket
+# resolves the seed's noise rather than the case's effect, at one or two more points a search.
+CASE_TOLERANCE = 0.04
 MAX_POINTS = 16  # a search that has not converged by then says so
 
 
@@ -56,7 +60,7 @@ def _knee(method: str, points: list[PointResult], converged: bool) -> Knee:
 
 async def bisect_knee(run: RunPoint, first: float, tolerance: float = TOLERANCE, integral: bool = False,
                       max_points: int = MAX_POINTS, smallest: float = 1.0, factor: float = 2.0,
-                      then: float | None = None) -> Knee:
+                      then: float | None = None, gallop: bool = False) -> Knee:
     """Step up (or down) by `factor` from `first` until the 90% crossing is bracketed, then halve the bracket
     to `tolerance`.
 
@@ -64,6 +68,9 @@ async def bisect_knee(run: RunPoint, first: float, tolerance: float = TOLERANCE,
     at its last passing load, tries `then` (its first failing one) if that passes, and steps by a
     small `factor`: where the case changes nothing the knee's two points are the whole search,
     and elsewhere the bracket starts narrow, so fewer halvings follow.
+    Each further step the same way is at least four tolerances wide (16% at a case's 4%): a bracket
+    that wide takes two halvings, as the first 8% step's does at 2%, and a knee the case moved
+    far is reached in half the steps.
     `integral` loads (agents) also stop once the bracket is one apart.
     """
     points: list[PointResult] = []
@@ -75,18 +82,24 @@ async def bisect_knee(run: RunPoint, first: float, tolerance: float = TOLERANCE,
 
     low = high = None
     load = first
+    direction = 0  # the walk's last step: +1 up, -1 down
+    stride = max(factor, 1 + 4 * tolerance)  # every step after the first one the same way
     while len(points) < max_points:
         point = await at(load)
-        if point.attainment >= THRESHOLD:
+        passed = point.attainment >= THRESHOLD
+        if passed:
             low = point.load
-            if high is not None:
-                break
-            load = then if then is not None and len(points) == 1 else _step(point.load, factor, integral)
         else:
             high = point.load
-            if low is not None or point.load <= smallest:
-                break
-            load = max(smallest, _step(point.load, 1 / factor, integral))
+        if low is not None and high is not None or not passed and point.load <= smallest:
+            break
+        if passed and then is not None and len(points) == 1:
+            load = then
+            continue
+        way = 1 if passed else -1
+        step = stride if way == direction else factor
+        direction = way
+        load = _step(point.load, step, integral) if passed else max(smallest, _step(point.load, 1 / step, integral))
     if low is None or high is None:
         return _knee("bisection", points, False)
     while len(points) < max_points and not _narrow(low, high, tolerance, integral):

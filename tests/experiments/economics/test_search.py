@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from services.experiments.economics.search import OverSeeds, bisect_knee, grid
+from services.experiments.economics.search import CASE_TOLERANCE, TOLERANCE, OverSeeds, bisect_knee, grid
 from tests.experiments.economics.synthetic import AnalyticCurve
 from tests.tolerance import assert_close
 
@@ -78,6 +78,32 @@ def test_a_search_started_at_a_moved_knee_finds_it_and_a_near_one_in_fewer_point
     assert_close(warm.best.load, curve.crossing, rel=0.02, what="crossing load")
     if abs(moved - 1) < 0.1:
         assert len(warm.points) < len(cold.points)
+
+
+@pytest.mark.parametrize("moved", [0.5, 1.7])
+def test_at_a_cases_tolerance_the_walk_strides_four_tolerances_and_finds_a_far_moved_knee_sooner(moved):
+    low, high = asyncio.run(bisect_knee(AnalyticCurve(100.0, 2.0), 32.0, integral=True)).bracket()
+    searches = {}
+    for tolerance in (TOLERANCE, CASE_TOLERANCE):
+        curve = AnalyticCurve(100.0 * moved, 2.0 * moved)
+        searches[tolerance] = curve, asyncio.run(bisect_knee(curve, low, integral=True, factor=1.08, then=high,
+                                                             tolerance=tolerance))
+    curve, knee = searches[CASE_TOLERANCE]
+    assert knee.converged
+    assert_close(knee.best.load, curve.crossing, rel=CASE_TOLERANCE, what="crossing load")
+    assert len(knee.points) < len(searches[TOLERANCE][1].points)
+    walk = curve.calls[1:5] if moved > 1 else curve.calls[:4]  # up: after the base's failing load
+    steps = [max(b / a, a / b) for a, b in zip(walk, walk[1:])]
+    assert_close(steps[0], 1.08, rel=0.02, what="first step")
+    assert all(abs(s - (1 + 4 * CASE_TOLERANCE)) < 0.02 for s in steps[1:])
+
+
+def test_a_wider_tolerance_stops_the_bisection_sooner_at_that_width():
+    fine = asyncio.run(bisect_knee(AnalyticCurve(300.0, 6.0), 32.0, integral=True))
+    coarse = asyncio.run(bisect_knee(AnalyticCurve(300.0, 6.0), 32.0, integral=True, tolerance=CASE_TOLERANCE))
+    low, high = coarse.bracket()
+    assert coarse.converged and high - low <= CASE_TOLERANCE * low and high - low > TOLERANCE * low
+    assert len(coarse.points) < len(fine.points)
 
 
 def test_small_integral_steps_move_by_one_agent_at_least():
