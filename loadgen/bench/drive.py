@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 from loadgen.bench.dispatch import Dispatcher, RunClock
 from loadgen.bench.records import RequestRecord
@@ -55,13 +55,22 @@ async def drive_open_loop(
 
 
 async def drive_closed_loop(workload: Workload, dispatcher: Dispatcher, clock: RunClock, concurrency: int,
-                            ramp_s: float = 0.0) -> None:
+                            ramp_s: float = 0.0, starts: Sequence[float] | None = None,
+                            on_send: Callable[[], None] | None = None) -> None:
     """`concurrency` users; with `ramp_s`, user i joins at i x ramp_s / concurrency instead of all at once
-    (a population that arrives at once sends every first turn, fresh and uncached, in one burst)."""
+    (a population that arrives at once sends every first turn, fresh and uncached, in one burst).
+
+    `starts` gives each user's join time instead (a staircase of populations, services/experiments/steady.py),
+    and `on_send` is called as each request leaves, answered or not.
+    """
+    if starts is not None and len(starts) != concurrency:
+        raise ValueError(f"{len(starts)} join times for {concurrency} users")
+
     async def user(index: int) -> None:
         session: Session | None = None
         plan: RequestPlan | None = None
-        if ramp_s > 0 and not await clock.sleep_until(index * ramp_s / concurrency):
+        join_s = starts[index] if starts is not None else index * ramp_s / concurrency
+        if join_s > 0 and not await clock.sleep_until(join_s):
             return
         while dispatcher.can_send():
             if plan is None or session is None:
@@ -71,6 +80,8 @@ async def drive_closed_loop(workload: Workload, dispatcher: Dispatcher, clock: R
                 plan = session.first_request()
             elif plan.think_s > 0 and not await clock.sleep_until(clock.now() + plan.think_s):
                 return
+            if on_send is not None:
+                on_send()
             outcome = await dispatcher.result(dispatcher.launch(plan, session, None))
             if outcome is None:
                 return

@@ -2,7 +2,9 @@
 
 Agents are closed-loop (services/experiments/population.py): each runs one
 agentic session at a time, sends a turn when the previous answer has arrived
-and its think time has passed, and opens a new session when one ends. An
+and its think time has passed, and opens a new session when one ends. They are
+the bench's own closed-loop users (loadgen/bench/drive.py), each joining at its
+step's time. An
 agent's first turn is always a cache miss, so a cold start is a burst that no
 warm deployment sees (docs/results.md §Steady state). A run therefore:
 
@@ -29,6 +31,7 @@ import aiohttp
 
 from loadgen.bench.client import SSE_LINE_LIMIT, stream_completion
 from loadgen.bench.dispatch import Dispatcher, Recorder, RunClock
+from loadgen.bench.drive import drive_closed_loop
 from loadgen.plan import RequestPlan
 from loadgen.spec import parse_spec
 from loadgen.summary import SlaConfig, Summary, meets_sla, summarize
@@ -130,31 +133,6 @@ async def run_staircase(url: str, model: str, workload_spec: str, stairs: Stairc
                     stop_sending.set()
                     return
 
-        async def agent(start_s: float) -> None:
-            if not await clock.sleep_until(start_s * k):
-                return
-            session, plan = None, None
-            while dispatcher.can_send():
-                if plan is None:
-                    session = workload.new_session(joining=session is None)
-                    plan = session.first_request()
-                elif plan.think_s > 0 and not await clock.sleep_until(clock.now() + plan.think_s):
-                    return
-                sends.append(clock.now() / k)
-                outcome = await dispatcher.result(dispatcher.launch(plan, session, None))
-                if outcome is None:
-                    return
-                record, output_ids = outcome
-                if record.ok:
-                    plan = session.next_turn(plan.prompt, output_ids)
-                    continue
-                # A failed turn ends the session; the agent thinks before its next one rather than
-                # hammering a failing deployment with fresh sessions.
-                session.abandon()
-                plan = None
-                if not await clock.sleep_until(clock.now() + real_think_s):
-                    return
-
         async def ramped() -> None:
             await asyncio.sleep(stairs.steps[0].ramp_s * k)
             if after_ramp is not None:
@@ -164,7 +142,9 @@ async def run_staircase(url: str, model: str, workload_spec: str, stairs: Stairc
         helpers = [asyncio.create_task(watch()), asyncio.create_task(ramped())]
         try:
             try:
-                await asyncio.gather(*(agent(start) for start in population.starts))
+                await drive_closed_loop(workload, dispatcher, clock, len(population.starts),
+                                        starts=[start * k for start in population.starts],
+                                        on_send=lambda: sends.append(clock.now() / k))
                 await dispatcher.drain()
             except asyncio.CancelledError:
                 dispatcher.interrupt()  # in-flight requests are cancelled and recorded as such

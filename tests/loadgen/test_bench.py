@@ -245,3 +245,36 @@ async def test_a_closed_loop_users_first_session_joins_one_in_progress(fake_rout
     assert len(set(first)) > 1 and max(first) <= 4
     whole = [n for session, n in turns.items() if int(session[1:]) >= 6]
     assert whole.count(4) >= len(whole) - 6  # all but the sessions the request budget cut off
+
+
+async def test_closed_loop_users_join_at_their_given_times_and_every_send_is_reported(tmp_path):
+    import random
+
+    from loadgen.bench.dispatch import Dispatcher, Recorder, RunClock
+    from loadgen.bench.drive import drive_closed_loop
+    from loadgen.bench.records import RequestRecord
+    from loadgen.spec import parse_spec
+    from loadgen.workloads import AgenticWorkload
+
+    async def send(plan, send_s):
+        return RequestRecord.sent(plan, send_s), [7] * plan.max_tokens
+
+    async def run(starts):
+        workload = AgenticWorkload(parse_spec("agentic:context=4K,initial=1K,output=4,think=0,turns=3"),
+                                   random.Random(0))
+        stop = asyncio.Event()
+        clock = RunClock(30.0, stop)
+        recorder = Recorder(tmp_path / "requests.jsonl", False, None)
+        dispatcher = Dispatcher(send, recorder, clock, 12, stop)
+        sends: list[float] = []
+        await drive_closed_loop(workload, dispatcher, clock, 3, starts=starts,
+                                on_send=lambda: sends.append(clock.now()))
+        await dispatcher.drain()
+        recorder.close()
+        assert len(sends) == len(recorder.records) == 12  # every send reported as it left
+        return [r.send_s for r in recorder.records]
+
+    assert min(await run([0.2, 0.2, 0.2])) >= 0.2
+    assert min(await run(None)) < 0.2
+    with pytest.raises(ValueError, match="2 join times for 3 users"):
+        await run([0.0, 0.1])
