@@ -60,7 +60,7 @@ def _knee(method: str, points: list[PointResult], converged: bool) -> Knee:
 
 async def bisect_knee(run: RunPoint, first: float, tolerance: float = TOLERANCE, integral: bool = False,
                       max_points: int = MAX_POINTS, smallest: float = 1.0, factor: float = 2.0,
-                      then: float | None = None, gallop: bool = False) -> Knee:
+                      then: float | None = None) -> Knee:
     """Step up (or down) by `factor` from `first` until the 90% crossing is bracketed, then halve the bracket
     to `tolerance`.
 
