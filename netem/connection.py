@@ -51,12 +51,16 @@ def announced_segment(config: DirectionConfig) -> int | None:
     return segment if segment < LOOPBACK_SEGMENT else None
 
 
-def shaped_rcvbuf(queue_bytes: int, sock: socket.socket) -> int:
-    """SO_RCVBUF of a shaped direction's socket: half the queue, but room for a few of its segments."""
-    try:
-        segment = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG)
-    except OSError:  # not TCP (a test's socketpair): no segment to make room for
-        segment = 0
+def shaped_rcvbuf(queue_bytes: int, sock: socket.socket, segment: int | None = None) -> int:
+    """SO_RCVBUF of a shaped direction's socket: half the queue, but room for a few of its segments.
+
+    `segment`: the one a listening socket's connections will have; a connected socket says its own.
+    """
+    if segment is None:
+        try:
+            segment = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG)
+        except OSError:  # not TCP (a test's socketpair): no segment to make room for
+            segment = 0
     size = max(queue_bytes // 2, MIN_SHAPED_RCVBUF, MIN_SEGMENTS_IN_RCVBUF * segment)
     return min(size, MAX_SHAPED_RCVBUF)
 

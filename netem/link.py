@@ -16,7 +16,7 @@ import time
 from typing import Any, Coroutine, Literal, Mapping
 
 from netem.config import DIRECTIONS, ConfigError, Direction, LinkConfig
-from netem.connection import Connection, announced_segment
+from netem.connection import LOOPBACK_SEGMENT, Connection, announced_segment, shaped_rcvbuf
 from netem.direction import DirectionState
 from netem.schedule import Schedule
 from netem.scheduler import ScheduleRunner
@@ -68,10 +68,17 @@ class UserspaceLink:
             state.bind(self._loop.time, self.timers)
         host, port = self.listen
         self._server = await self._loop.create_server(lambda: Connection(self).client, host, port, reuse_address=True)
-        segment = announced_segment(self._directions["up"].config)
-        if segment is not None:  # before any client connects: the handshake announces it
-            for sock in self._server.sockets:
+        up = self._directions["up"].config
+        segment = announced_segment(up)
+        for sock in self._server.sockets:  # before any client connects: the handshake announces them
+            if segment is not None:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, segment)
+            if up.rate_bps:
+                # An accepted socket inherits the listener's buffer, so the handshake's window already
+                # fits it: a client writing before we shrink the buffer overflows it, and its dropped
+                # segments wait for a 200 ms retransmission (docs/netem.md §Serialization and backpressure).
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF,
+                                shaped_rcvbuf(up.queue_bytes, sock, segment or LOOPBACK_SEGMENT))
         bound = self._server.sockets[0].getsockname()
         self.listen_address = (bound[0], bound[1])
         return self

@@ -65,18 +65,26 @@ async def drive_closed_loop(workload: Workload, dispatcher: Dispatcher, clock: R
     """
     if starts is not None and len(starts) != concurrency:
         raise ValueError(f"{len(starts)} join times for {concurrency} users")
+    # Every user's first session is opened before anyone sends, so sessions s0..s(N-1) are the joining
+    # ones and a session id names the same prompts however fast the answers come: opened as each user
+    # joins, an early user's second session would take the id a later user's first one gets elsewhere.
+    firsts: list[Session | None] = [workload.new_session(joining=True) for _ in range(concurrency)]
 
     async def user(index: int) -> None:
-        session: Session | None = None
+        session: Session | None = firsts[index]
+        firsts[index] = None  # the user holds it; a finished session's history is freed with it
         plan: RequestPlan | None = None
+        if session is None:
+            return
         join_s = starts[index] if starts is not None else index * ramp_s / concurrency
         if join_s > 0 and not await clock.sleep_until(join_s):
             return
         while dispatcher.can_send():
-            if plan is None or session is None:
-                session = workload.new_session(joining=session is None)
+            if plan is None:
                 if session is None:
-                    return
+                    session = workload.new_session()
+                    if session is None:
+                        return
                 plan = session.first_request()
             elif plan.think_s > 0 and not await clock.sleep_until(clock.now() + plan.think_s):
                 return
@@ -88,12 +96,14 @@ async def drive_closed_loop(workload: Workload, dispatcher: Dispatcher, clock: R
             record, output_ids = outcome
             if record.ok:
                 plan = session.next_turn(plan.prompt, output_ids)
+                if plan is None:
+                    session = None  # it ended: the user opens another
             else:
                 # A failed turn ends the session, and the user pauses before its next one, as a client
                 # backs off a failing server: a fresh session at once would hammer it (and, in virtual
                 # time, where a refusal takes no time, spin without the clock ever moving on).
                 session.abandon()
-                plan = None
+                session, plan = None, None
                 if not await clock.sleep_until(clock.now() + pause):
                     return
 

@@ -278,3 +278,39 @@ async def test_closed_loop_users_join_at_their_given_times_and_every_send_is_rep
     assert min(await run(None)) < 0.2
     with pytest.raises(ValueError, match="2 join times for 3 users"):
         await run([0.0, 0.1])
+
+
+async def test_a_session_id_names_the_same_prompts_however_the_users_join(tmp_path):
+    # With answers at once and users joining one after another, the first user runs the whole request
+    # budget before the others join; all joining together, each runs its own. A session id must name
+    # the same prompts either way (the simulation and the mesh answer at different speeds).
+    import random
+
+    from loadgen.bench.dispatch import Dispatcher, Recorder, RunClock
+    from loadgen.bench.drive import drive_closed_loop
+    from loadgen.bench.records import RequestRecord
+    from loadgen.spec import parse_spec
+    from loadgen.workloads import AgenticWorkload
+
+    async def run(ramp_s: float) -> dict[str, list[int]]:
+        prompts: dict[str, list[int]] = {}
+
+        async def send(plan, send_s):
+            prompts[plan.request_id] = plan.prompt
+            return RequestRecord.sent(plan, send_s), [7] * plan.max_tokens
+
+        workload = AgenticWorkload(parse_spec("agentic:context=4K,initial=1K,output=4,think=0,turns=3"),
+                                   random.Random(0))
+        stop = asyncio.Event()
+        clock = RunClock(30.0, stop)
+        dispatcher = Dispatcher(send, Recorder(tmp_path / f"requests-{ramp_s}.jsonl", False, None), clock, 12, stop)
+        await drive_closed_loop(workload, dispatcher, clock, 3, ramp_s=ramp_s)
+        await dispatcher.drain()
+        return prompts
+
+    together, one_by_one = await run(0.0), await run(30.0)
+    assert {plan_id.split("-")[0] for plan_id in together} >= {"s0", "s1", "s2"}
+    assert {plan_id.split("-")[0] for plan_id in one_by_one} >= {"s0", "s3"}  # the first user's own sessions
+    shared = together.keys() & one_by_one.keys()
+    assert len(shared) >= 3
+    assert all(together[rid] == one_by_one[rid] for rid in shared)

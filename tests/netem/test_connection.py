@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import struct
 
 import pytest
 
@@ -66,6 +67,26 @@ async def test_a_client_of_a_link_with_a_small_queue_sends_segments_that_fit_its
             assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG) <= announced_segment(config.up)
         finally:
             writer.close()
+
+
+# struct tcp_info only grows (linux/tcp.h); tcpi_snd_wnd, the window the peer last announced, is a u32
+# at this offset since Linux 5.4.
+TCPI_SND_WND_OFFSET = 228
+
+
+async def test_a_client_of_a_shaped_link_is_announced_no_more_window_than_the_links_buffer_holds():
+    # The client connects and may write before the link's loop has accepted it. Were the buffer set only
+    # on the accepted socket, the handshake would have announced the default buffer's window (64 KiB),
+    # the bytes past the smaller buffer would be dropped, and the client would wait out a 200 ms
+    # retransmission timeout: the first KV transfers of a fresh mesh took 0.2-0.5 s longer.
+    config = LinkConfig.symmetric(rate="10mbit", queue="64KiB")
+    async with Echo() as echo, UserspaceLink(("127.0.0.1", 0), echo.address, config) as link:
+        with socket.create_connection(link.listen_address, timeout=5) as client:  # the link's loop waits
+            info = client.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 512)
+            if len(info) < TCPI_SND_WND_OFFSET + 4:
+                pytest.skip("this kernel's tcp_info has no tcpi_snd_wnd (Linux 5.4+)")
+            (window,) = struct.unpack_from("I", info, TCPI_SND_WND_OFFSET)
+    assert 0 < window <= config.up.queue_bytes // 2
 
 
 async def test_connections_ready_together_share_the_line_read_by_read():

@@ -23,6 +23,10 @@ REQUESTS = 1200  # 15 s of arrivals
 LINE = LinkConfig.symmetric(rate="20gbit", delay="10ms", queue="4GiB")
 # The report's other reading of KV size: 4649 KB per 100-token handoff (pdd-system.md).
 HANDOFF_KV_PER_TOKEN = 4649 * 1024 // 100
+# A run costs about 0.3 CPU seconds on a quiet machine, and read 2.6 s beside another full test run
+# (a guest's CPU time counts what the host took from it); moving its 32.6 GB as bytes, or a callback
+# per 64 KiB of them, would take minutes. The bound catches that, not the machine's load.
+CPU_CEILING_S = 5.0
 
 
 def _kv_messages(seed: int, kv_per_token: int | None = None, requests: int = REQUESTS) -> list[tuple[float, int]]:
@@ -35,7 +39,7 @@ async def _transfer_all(messages: list[tuple[float, int]]) -> list[float]:
         return await transfer_all(link, messages)
 
 
-def test_kv_transfers_of_the_agentic_workload_spread_from_milliseconds_to_seconds_in_a_fraction_of_a_cpu_second():
+def test_kv_transfers_of_the_agentic_workload_spread_from_milliseconds_to_seconds_in_cpu_seconds():
     messages = _kv_messages(seed=5)
     started = time.process_time()
     took = run_virtual(_transfer_all(messages))
@@ -43,7 +47,7 @@ def test_kv_transfers_of_the_agentic_workload_spread_from_milliseconds_to_second
     total = sum(n for _, n in messages)
     assert_at_least(total, 30e9, "bytes moved (tens of GB)")
     assert_at_least(max(n for _, n in messages), 200e6, "the largest KV message")
-    assert_at_most(cpu, 1.5, "CPU seconds for the whole run")
+    assert_at_most(cpu, CPU_CEILING_S, "CPU seconds for the whole run")
     ordered = sorted(took)
     print(f"{total / 1e9:.1f} GB in {len(took)} messages, CPU {cpu:.3f} s; p50 {ordered[len(ordered) // 2]:.3f} s p99 {ordered[int(len(ordered) * 0.99)]:.3f} s max {ordered[-1]:.3f} s")
     p50, p99 = ordered[len(ordered) // 2], ordered[int(len(ordered) * 0.99)]
@@ -61,6 +65,6 @@ def test_at_the_handoff_kv_size_gb_messages_wander_into_seconds():
     took = sorted(run_virtual(_transfer_all(messages)))
     cpu = time.process_time() - started
     assert_at_least(sum(1 for _, n in messages if n >= 1e9), 5, "GB-sized messages")
-    assert_at_most(cpu, 1.5, "CPU seconds for the whole run")
+    assert_at_most(cpu, CPU_CEILING_S, "CPU seconds for the whole run")
     assert_at_least(took[int(len(took) * 0.99)], 5.0, "p99 transfer")
     assert_at_most(took[0], 1.0, "the fastest transfer: a high-hit request early in the run")
