@@ -25,7 +25,16 @@ from netem.timers import PreciseTimers
 
 Address = tuple[str, int]
 CLOSE_TIMEOUT_S = 5.0
+SO_BUF_LOCK = getattr(socket, "SO_BUF_LOCK", 72)  # linux/asm-generic/socket.h; this Python's socket module lacks it
 Sides = Literal["up", "down", "both"]
+
+
+def _kernel_default(sock: socket.socket, level: int, option: int) -> None:
+    """`option` back to 0, the kernel's own (no segment clamp, no buffer lock), where the kernel has it."""
+    try:
+        sock.setsockopt(level, option, 0)
+    except OSError:
+        pass
 
 
 def _sides(direction: Sides) -> tuple[Direction, ...]:
@@ -68,17 +77,7 @@ class UserspaceLink:
             state.bind(self._loop.time, self.timers)
         host, port = self.listen
         self._server = await self._loop.create_server(lambda: Connection(self).client, host, port, reuse_address=True)
-        up = self._directions["up"].config
-        segment = announced_segment(up)
-        for sock in self._server.sockets:  # before any client connects: the handshake announces them
-            if segment is not None:
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, segment)
-            if up.rate_bps:
-                # An accepted socket inherits the listener's buffer, so the handshake's window already
-                # fits it: a client writing before we shrink the buffer overflows it, and its dropped
-                # segments wait for a 200 ms retransmission (docs/netem.md §Serialization and backpressure).
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF,
-                                shaped_rcvbuf(up.queue_bytes, sock, segment or LOOPBACK_SEGMENT))
+        self._shape_listener()
         bound = self._server.sockets[0].getsockname()
         self.listen_address = (bound[0], bound[1])
         return self
@@ -151,7 +150,33 @@ class UserspaceLink:
         self._config = new
         for side in DIRECTIONS:
             self._directions[side].configure(getattr(new, side), new.rtt(side))
+        self._shape_listener()
         return new
+
+    def _shape_listener(self) -> None:
+        """Give the listener what its next connections inherit from the up direction's config.
+
+        A client may write as soon as its handshake ends, before the loop accepts it, so the segment
+        and receive buffer must be the listener's: an accepted socket's buffer shrunk under a window
+        already announced drops segments, and the client waits out a 200 ms retransmission (docs/netem.md
+        §Serialization and backpressure). Unshaped, its connections get the kernel's own again: no
+        segment clamp, and the buffer unlocked to autotune (SO_BUF_LOCK, Linux 5.14; an older kernel
+        keeps the last shaped buffer for new connections).
+        """
+        if self._server is None:
+            return
+        up = self._config.up
+        segment = announced_segment(up)
+        for sock in self._server.sockets:
+            if segment is not None:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG, segment)
+            else:
+                _kernel_default(sock, socket.IPPROTO_TCP, socket.TCP_MAXSEG)  # the route's own segment
+            if up.rate_bps:
+                size = shaped_rcvbuf(up.queue_bytes, sock, segment or LOOPBACK_SEGMENT)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, size)
+            else:
+                _kernel_default(sock, socket.SOL_SOCKET, SO_BUF_LOCK)  # buffers that autotune
 
     def partition(self, mode: PartitionMode, direction: Sides = "both", duration: float | None = None) -> None:
         """Blackhole (hold bytes) or reject (reset connections) for `duration` seconds, or until healed."""

@@ -12,7 +12,7 @@ import pytest
 from netem.config import DirectionConfig, LinkConfig
 from netem.connection import (MAX_SHAPED_RCVBUF, MIN_SEGMENTS_IN_RCVBUF, MIN_SHAPED_RCVBUF, announced_segment,
                               shaped_rcvbuf)
-from netem.link import UserspaceLink
+from netem.link import SO_BUF_LOCK, UserspaceLink
 from tests.netem.servers import Echo
 from tests.tolerance import assert_at_least
 
@@ -72,6 +72,7 @@ async def test_a_client_of_a_link_with_a_small_queue_sends_segments_that_fit_its
 # struct tcp_info only grows (linux/tcp.h); tcpi_snd_wnd, the window the peer last announced, is a u32
 # at this offset since Linux 5.4.
 TCPI_SND_WND_OFFSET = 228
+SO_RCVBUF_LOCKED = 2  # SOCK_RCVBUF_LOCK in SO_BUF_LOCK's bits (linux/sock.h)
 
 
 async def test_a_client_of_a_shaped_link_is_announced_no_more_window_than_the_links_buffer_holds():
@@ -87,6 +88,25 @@ async def test_a_client_of_a_shaped_link_is_announced_no_more_window_than_the_li
                 pytest.skip("this kernel's tcp_info has no tcpi_snd_wnd (Linux 5.4+)")
             (window,) = struct.unpack_from("I", info, TCPI_SND_WND_OFFSET)
     assert 0 < window <= config.up.queue_bytes // 2
+
+
+async def test_a_link_made_unshaped_gives_its_next_connections_the_kernels_own_buffers_and_segment():
+    # A buffer once set is locked: a link switched to no rate (the kernel taking the shaping over,
+    # services/launcher/link_host.py) must not leave its next connections the last shaped buffer, which
+    # would cap their window; shaped again, the listener holds the shaped one again.
+    config = LinkConfig.symmetric(rate="10mbit", queue="64KiB")
+    async with Echo() as echo, UserspaceLink(("127.0.0.1", 0), echo.address, config) as link:
+        (listener,) = link._server.sockets  # what every accepted socket inherits
+        link.reconfigure({"both": {"rate": None}})
+        unshaped = (listener.getsockopt(socket.SOL_SOCKET, SO_BUF_LOCK),
+                    listener.getsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG))
+        link.reconfigure(config)
+        shaped = (listener.getsockopt(socket.SOL_SOCKET, SO_BUF_LOCK),
+                  listener.getsockopt(socket.IPPROTO_TCP, socket.TCP_MAXSEG),
+                  listener.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF))
+    assert unshaped[0] == 0 and unshaped[1] != announced_segment(config.up)
+    segment = announced_segment(config.up)
+    assert shaped == (SO_RCVBUF_LOCKED, segment, 2 * shaped_rcvbuf(config.up.queue_bytes, listener, segment))
 
 
 async def test_connections_ready_together_share_the_line_read_by_read():
