@@ -247,32 +247,43 @@ async def test_a_closed_loop_users_first_session_joins_one_in_progress(fake_rout
     assert whole.count(4) >= len(whole) - 6  # all but the sessions the request budget cut off
 
 
-async def test_closed_loop_users_join_at_their_given_times_and_every_send_is_reported(tmp_path):
+async def _closed_loop(path: Path, send, users: int, **options) -> list:
+    """drive_closed_loop's `users` over one agentic workload (seed 0) for 12 requests, each answered by
+    `send`; the records, as the recorder wrote them to `path`."""
     import random
 
     from loadgen.bench.dispatch import Dispatcher, Recorder, RunClock
     from loadgen.bench.drive import drive_closed_loop
-    from loadgen.bench.records import RequestRecord
     from loadgen.spec import parse_spec
     from loadgen.workloads import AgenticWorkload
 
-    async def send(plan, send_s):
-        return RequestRecord.sent(plan, send_s), [7] * plan.max_tokens
-
-    async def run(starts):
-        workload = AgenticWorkload(parse_spec("agentic:context=4K,initial=1K,output=4,think=0,turns=3"),
-                                   random.Random(0))
-        stop = asyncio.Event()
-        clock = RunClock(30.0, stop)
-        recorder = Recorder(tmp_path / "requests.jsonl", False, None)
-        dispatcher = Dispatcher(send, recorder, clock, 12, stop)
-        sends: list[float] = []
-        await drive_closed_loop(workload, dispatcher, clock, 3, starts=starts,
-                                on_send=lambda: sends.append(clock.now()))
+    workload = AgenticWorkload(parse_spec("agentic:context=4K,initial=1K,output=4,think=0,turns=3"),
+                               random.Random(0))
+    stop = asyncio.Event()
+    clock = RunClock(30.0, stop)
+    recorder = Recorder(path, False, None)
+    dispatcher = Dispatcher(send, recorder, clock, 12, stop)
+    try:
+        await drive_closed_loop(workload, dispatcher, clock, users, **options)
         await dispatcher.drain()
+    finally:
         recorder.close()
-        assert len(sends) == len(recorder.records) == 12  # every send reported as it left
-        return [r.send_s for r in recorder.records]
+    return recorder.records
+
+
+async def _answer_at_once(plan, send_s):
+    from loadgen.bench.records import RequestRecord
+
+    return RequestRecord.sent(plan, send_s), [7] * plan.max_tokens
+
+
+async def test_closed_loop_users_join_at_their_given_times_and_every_send_is_reported(tmp_path):
+    async def run(starts):
+        sends: list[str] = []
+        records = await _closed_loop(tmp_path / "requests.jsonl", _answer_at_once, 3, starts=starts,
+                                     on_send=lambda: sends.append("sent"))
+        assert len(sends) == len(records) == 12  # every send reported as it left
+        return [r.send_s for r in records]
 
     assert min(await run([0.2, 0.2, 0.2])) >= 0.2
     assert min(await run(None)) < 0.2
@@ -284,28 +295,14 @@ async def test_a_session_id_names_the_same_prompts_however_the_users_join(tmp_pa
     # With answers at once and users joining one after another, the first user runs the whole request
     # budget before the others join; all joining together, each runs its own. A session id must name
     # the same prompts either way (the simulation and the mesh answer at different speeds).
-    import random
-
-    from loadgen.bench.dispatch import Dispatcher, Recorder, RunClock
-    from loadgen.bench.drive import drive_closed_loop
-    from loadgen.bench.records import RequestRecord
-    from loadgen.spec import parse_spec
-    from loadgen.workloads import AgenticWorkload
-
     async def run(ramp_s: float) -> dict[str, list[int]]:
         prompts: dict[str, list[int]] = {}
 
         async def send(plan, send_s):
             prompts[plan.request_id] = plan.prompt
-            return RequestRecord.sent(plan, send_s), [7] * plan.max_tokens
+            return await _answer_at_once(plan, send_s)
 
-        workload = AgenticWorkload(parse_spec("agentic:context=4K,initial=1K,output=4,think=0,turns=3"),
-                                   random.Random(0))
-        stop = asyncio.Event()
-        clock = RunClock(30.0, stop)
-        dispatcher = Dispatcher(send, Recorder(tmp_path / f"requests-{ramp_s}.jsonl", False, None), clock, 12, stop)
-        await drive_closed_loop(workload, dispatcher, clock, 3, ramp_s=ramp_s)
-        await dispatcher.drain()
+        await _closed_loop(tmp_path / f"requests-{ramp_s}.jsonl", send, 3, ramp_s=ramp_s)
         return prompts
 
     together, one_by_one = await run(0.0), await run(30.0)
