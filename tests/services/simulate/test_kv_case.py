@@ -24,8 +24,8 @@ LINE = LinkConfig.symmetric(rate="20gbit", delay="10ms", queue="4GiB")
 # The report's other reading of KV size: 4649 KB per 100-token handoff (pdd-system.md).
 HANDOFF_KV_PER_TOKEN = 4649 * 1024 // 100
 # A run costs about 0.3 CPU seconds on a quiet machine, and read 2.6 s in a test run on a busy one
-# (its `make test` took 26 minutes, not 19); moving its 32.6 GB as bytes, or a callback per 64 KiB
-# of them, would take minutes. The bound catches that, not the machine's load.
+# (its `make test` took 26 minutes, not 19). The bound, over 15 times the quiet cost, catches work that
+# grows with the bytes (32.6 GB is half a million pieces of 64 KiB), not the machine's load.
 CPU_CEILING_S = 5.0
 
 
