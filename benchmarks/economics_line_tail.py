@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import tempfile
 from pathlib import Path
 
+from benchmarks.economics_points import add_point_options, run_with_points
 from services.experiments.economics.experiment import WORKLOAD
 from services.experiments.economics.experiment import point_runner as experiment_points
 from services.experiments.economics.loadpoint import PointResult
@@ -62,11 +62,8 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--agents", type=int, default=64, help="the population (default 64: prefill about 60%% busy)")
     parser.add_argument("--rates", nargs="+", default=["20gbit", "12gbit"], help="line rates (default 20gbit 12gbit)")
-    parser.add_argument("--workers", type=int, default=2, help="points at once, on a local Ray (default 2)")
-    parser.add_argument("--out", type=Path, default=None,
-                        help="an economics run's folder, whose points are read back (default: a temp dir)")
+    add_point_options(parser)
     args = parser.parse_args()
-    if args.agents < 1 or args.workers < 1:
-        parser.error("--agents and --workers must be at least 1")
-    with tempfile.TemporaryDirectory() as temp:
-        asyncio.run(main(args.agents, args.rates, args.workers, args.out or Path(temp)))
+    if args.agents < 1:
+        parser.error("--agents must be at least 1")
+    run_with_points(parser, args, lambda workers, out: main(args.agents, args.rates, workers, out))

@@ -16,12 +16,11 @@ economics run's folder, the points it ran are read back, not run again. About 15
 from __future__ import annotations
 
 import argparse
-import asyncio
 import statistics
-import tempfile
 from dataclasses import replace
 from pathlib import Path
 
+from benchmarks.economics_points import add_point_options, run_with_points
 from services.experiments.economics.arms import DEPLOYMENTS
 from services.experiments.economics.cases import TORNADO_DEPLOYMENTS, sensitivity_cases
 from services.experiments.economics.experiment import WARM_FACTOR, WORKLOAD
@@ -71,11 +70,8 @@ async def main(seeds: tuple[int, ...], workers: int, out: Path) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 (default 3)")
-    parser.add_argument("--workers", type=int, default=2, help="points at once, on a local Ray (default 2)")
-    parser.add_argument("--out", type=Path, default=None,
-                        help="an economics run's folder, whose points are read back (default: a temp dir)")
+    add_point_options(parser)
     args = parser.parse_args()
-    if args.seeds < 1 or args.workers < 1:
-        parser.error("--seeds and --workers must be at least 1")
-    with tempfile.TemporaryDirectory() as temp:
-        asyncio.run(main(tuple(range(args.seeds)), args.workers, args.out or Path(temp)))
+    if args.seeds < 1:
+        parser.error("--seeds must be at least 1")
+    run_with_points(parser, args, lambda workers, out: main(tuple(range(args.seeds)), workers, out))
