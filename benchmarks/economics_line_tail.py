@@ -9,7 +9,7 @@ report's scale"). The report's reduction comes from its line. This runs a load b
 case), on the 20 Gbit/s line as sized and on slower ones, so that the line's queue, not prefill's, makes
 the tail: cross-DC PD, PDD as sized, PDD with a second relay instance, and PDD with a 2 s pipeline
 threshold. Each point is the experiment's (120 s of warm-up, then 300 s or 3000 requests, the whole
-window); with --out an economics run's folder, points it ran are read back. About 4 minutes on 2 cores;
+window); with --out an economics run's folder, points it ran are read back. About 3 minutes on 2 cores;
 docs/results.md ("Where the line sets the tail") records a run.
 """
 
