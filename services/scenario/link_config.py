@@ -34,7 +34,8 @@ def byte_divisor(link: LinkPlan, byte_scale: float) -> float:
 def real_fields(link: LinkPlan, emulated: Mapping[str, Any], byte_scale: float) -> dict[str, Any]:
     """netem config fields in emulated units (numbers or unit strings) -> the same fields in real units.
 
-    Only `rate` and `queue` scale; every other field (delay, jitter, loss, ...) passes as given.
+    Only `rate`, `queue` and `window` scale (a window of emulated bytes over the same round trip keeps
+    the per-connection rate it caps); every other field (delay, jitter, loss, ...) passes as given.
     """
     divisor = byte_divisor(link, byte_scale)
     real = dict(emulated)
@@ -43,13 +44,15 @@ def real_fields(link: LinkPlan, emulated: Mapping[str, Any], byte_scale: float) 
         real["rate"] = None if rate in _UNLIMITED else parse_rate(rate) / divisor
     if "queue" in emulated:
         real["queue"] = max(MIN_QUEUE_BYTES, int(parse_size(emulated["queue"]) / divisor))
+    if emulated.get("window") not in _UNLIMITED:
+        real["window"] = max(1, int(parse_size(emulated["window"]) / divisor))
     return real
 
 
 def spec_fields(spec: LinkSpec) -> dict[str, Any]:
     """A scenario's link spec in netem's field names, still in emulated units."""
     return {"delay": spec.delay_s, "jitter": spec.jitter_s, "jitter_dist": spec.jitter_dist, "loss": spec.loss,
-            "rate": spec.rate_bps, "queue": spec.queue_bytes}
+            "rate": spec.rate_bps, "queue": spec.queue_bytes, "window": spec.window_bytes}
 
 
 def real_link_config(link: LinkPlan, byte_scale: float) -> LinkConfig:

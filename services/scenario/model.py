@@ -1,7 +1,8 @@
 """The scenario schema: frozen pydantic models with help text and unit-string fields.
 
-Precedence (docs/scenario.md): preset or file, then `--set key=value`
-overrides, then PDD_EMU_* environment variables for prices. Emulated units
+A scenario is a preset or file with `--set key=value` overrides on top
+(services/scenario/loader.py); a pool without its own price takes its GPU's
+(services/profiles: PDD_EMU_GPU_PRICE_* first, then the profile). Emulated units
 throughout: link rates and KV bytes are what the modelled hardware would see;
 `byte_scale` divides both when real bytes are sent.
 """
@@ -26,6 +27,9 @@ class LinkSpec(BaseModel):
     jitter_dist: Literal["uniform", "normal", "pareto", "paretonormal"] = "normal"
     loss: float = Field(0.0, description="loss probability, e.g. '0.1%'")
     queue_bytes: int = Field(64 * 2**20, description="emulated queue bound, e.g. '64MiB'")
+    window_bytes: int | None = Field(None, description=(
+        "emulated bytes one connection may have in flight per round trip (a TCP window, docs/netem.md "
+        "§TCP-like window), e.g. '3MiB'; None: one connection can fill the line"))
     schedule: str | None = Field(None, description="netem schedule file (YAML or CSV) applied at start")
 
     @field_validator("rate_bps", mode="before")
@@ -47,6 +51,11 @@ class LinkSpec(BaseModel):
     @classmethod
     def _queue(cls, v):
         return parse_size(v)
+
+    @field_validator("window_bytes", mode="before")
+    @classmethod
+    def _window(cls, v):
+        return None if v in (None, "", "none") else parse_size(v)
 
 
 class PoolSpec(BaseModel):

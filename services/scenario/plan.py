@@ -148,13 +148,13 @@ def control_spec(wan: LinkSpec) -> LinkSpec:
 
     Control messages are sent at their real size, not divided by byte_scale, so they ride the
     WAN's emulated rate as is (services/scenario/link_config.py) and, being small, cost only the
-    propagation the study cares about. An assumption: a scenario's WAN jitter, loss and schedule
-    stand for what the bulk KV stream meets (the article's transfers wandering between 1 and 20 s
-    behind other traffic, loss stalls at volume, docs/netem.md), so they are the KV link's alone;
-    a few hundred bytes of control traffic see the line's propagation only. This keeps the
+    propagation the study cares about. An assumption: a scenario's WAN jitter, loss, window and
+    schedule stand for what the bulk KV stream meets (the article's transfers wandering between 1
+    and 20 s behind other traffic, loss stalls at volume, a connection's window, docs/netem.md), so
+    they are the KV link's alone; a few hundred bytes of control traffic see the line's propagation only. This keeps the
     handoff experiment's premise, token ids on a steady control plane (docs/results.md, "Handoff").
     """
-    return wan.model_copy(update={"schedule": None, "jitter_s": 0.0, "loss": 0.0})
+    return wan.model_copy(update={"schedule": None, "jitter_s": 0.0, "loss": 0.0, "window_bytes": None})
 
 
 def kv_paths(scenario: Scenario) -> list[tuple[PoolSpec, PoolSpec]]:

@@ -33,6 +33,10 @@ def test_each_case_changes_the_scenario_or_workload_it_names(name, side, case):
     if name in ("GPU-B price premium", "line price"):
         assert cost_per_hour(pdd) != cost_per_hour(base)
         assert _changed(case, "pd-intra")[1] == _changed(case, "pd-intra")[0]  # the baseline has no B side or line
+    if name == "WAN connection window":
+        assert pdd.wan.window_bytes == 3 * 2**20 and base.wan.window_bytes is None
+        assert _changed(case, "pd-cross")[1].wan.window_bytes == 3 * 2**20
+        assert _changed(case, "pd-intra")[1] == _changed(case, "pd-intra")[0]  # no line to limit
 
 
 def test_gpu_b_premium_sets_the_b_price_from_the_a_price():

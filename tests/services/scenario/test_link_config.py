@@ -22,6 +22,13 @@ def test_a_kv_link_divides_rate_and_queue_by_byte_scale():
         assert side.delay_s == 0.020 and side.loss == 0.001  # time and loss do not scale
 
 
+def test_a_kv_link_divides_its_window_too_so_a_connection_keeps_its_rate():
+    # 3 MiB per 20 ms round trip is 1.26 Gbit/s a connection; divided by 1000 with the rate, it stays that
+    config = real_link_config(_link(rate_bps="20gbit", delay_s="10ms", window_bytes="3MiB"), 1000.0)
+    assert config.up.window_bytes == 3 * 2**20 // 1000 and config.rtt("up") == 0.020
+    assert real_link_config(_link(rate_bps="20gbit"), 1000.0).up.window_bytes is None
+
+
 def test_a_scaled_queue_stops_at_the_floor():
     # 64 MiB / 2000 = 33554 bytes, below the floor: the queue is the floor
     config = real_link_config(_link(rate_bps="10gbit", queue_bytes="64MiB"), 2000.0)
