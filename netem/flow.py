@@ -2,7 +2,10 @@
 
 Bytes read from the source are cut into pieces and stamped on entry; the
 sender's window stage runs, the direction's shared line serializes them, and
-the path stages (latency, loss, order) give each its deadline. They wait in a
+the path stages (latency, loss, order) give each its deadline. A piece the
+window holds for a later round waits here, in the sender's stand-in for its
+socket buffer, and joins the line when its round comes: on the line's shared
+FIFO it would hold every other connection up behind it. They wait in a
 FIFO and one timer, armed for the head's deadline (an absolute loop time),
 writes out everything due. Sleep error therefore never accumulates: a late
 timer makes one write late, not the ones after it (docs/netem.md, "Delay line").
@@ -44,7 +47,10 @@ class Flow:
         self._unstamped = 0  # chunks in _queue the line has not stamped yet (they are its tail)
         self._timer: Any = None
         self._timer_at = 0.0
-        self.held_bytes = 0
+        self._windowed: deque[Chunk] = deque()  # past the window's round, not yet on the line, in order
+        self._windowed_bytes = 0
+        self._window_timer: Any = None
+        self.held_bytes = 0  # what this flow counts in the direction's queue: on the line or past it
         self.source: asyncio.ReadTransport | None = None
         self.sink: asyncio.WriteTransport | None = None
         self.sink_paused = False
@@ -69,12 +75,11 @@ class Flow:
         view = memoryview(data)
         size = len(view)
         piece = self.direction.piece_bytes or size
-        self.held_bytes += size
         self.direction.counters["bytes_in"] += size
-        self.direction.add_held(size)
         for start in range(0, size, piece):
             part = view[start : start + piece]
             self._admit(Chunk(part, len(part), now, now))
+        self.update_reading()
 
     def feed_eof(self) -> None:
         """The sender closed its half: a FIN travels the same path, after the data."""
@@ -89,7 +94,30 @@ class Flow:
         run_stages(self._before_line, chunk)
         self._queue.append(chunk)
         self._unstamped += 1
+        if self._windowed or chunk.deadline > chunk.entry:
+            self._windowed.append(chunk)
+            self._windowed_bytes += chunk.size
+            if len(self._windowed) == 1:
+                self._window_timer = self._timers.call_at(chunk.deadline, self._on_round)
+            return
+        self._to_line(chunk)
+
+    def _to_line(self, chunk: Chunk) -> None:
+        self.held_bytes += chunk.size
+        self.direction.add_held(chunk.size)
         self.direction.line.enqueue(chunk, self._off_the_line)
+
+    def _on_round(self) -> None:
+        """The window's round has come for the held pieces at the head: they join the line."""
+        self._window_timer = None
+        due = self._loop.time() + self._timers.margin
+        while self._windowed and self._windowed[0].deadline <= due:
+            chunk = self._windowed.popleft()
+            self._windowed_bytes -= chunk.size
+            self._to_line(chunk)
+        if self._windowed:
+            self._window_timer = self._timers.call_at(self._windowed[0].deadline, self._on_round)
+        self.update_reading()
 
     def _off_the_line(self, chunk: Chunk) -> None:
         run_stages(self._after_line, chunk)
@@ -174,7 +202,9 @@ class Flow:
         """Read from the sender only while the receiver keeps up and the queue has room."""
         if self.source is None or self.closed:
             return
-        pause = self.sink_paused or self.direction.over_limit
+        # a window-bound flow reads ahead two rounds, as a socket buffer autotuned to twice the window holds
+        pause = self.sink_paused or self.direction.over_limit or \
+            self._windowed_bytes > 2 * self.window.round_bytes
         if pause != self.reading_paused and not self.source.is_closing():
             self.reading_paused = pause
             if pause:
@@ -188,10 +218,13 @@ class Flow:
         if self.closed:
             return
         self.closed = True
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        for timer in (self._timer, self._window_timer):
+            if timer is not None:
+                timer.cancel()
+        self._timer = self._window_timer = None
         self._queue.clear()
+        self._windowed.clear()
+        self._windowed_bytes = 0
         self.direction.line.forget(self._off_the_line)
         if self.held_bytes:
             self.direction.release_held(self.held_bytes)

@@ -33,6 +33,11 @@ class Window:
         self._last_send = float("-inf")
 
     @property
+    def round_bytes(self) -> int:
+        """Bytes the current round lets through (0 while the model is off or before the first round)."""
+        return self._cwnd if self.active else 0
+
+    @property
     def active(self) -> bool:
         return self.rtt > 0.0 and (self.cap is not None or self.slow_start)
 

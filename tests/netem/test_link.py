@@ -63,6 +63,29 @@ async def test_rate_serializes_a_transfer():
     assert_close(elapsed, size * 8 / 80e6, rel=0.3, what="2 MB at 80 mbit")
 
 
+async def test_a_window_bound_connection_does_not_hold_up_another():
+    # 64 KiB a 20 ms round trip: 4 MB take about 1.2 s on the first connection; 10 KB on a second one,
+    # sent while the first is in its later rounds, cross in about the 10 ms delay, not behind it.
+    config = LinkConfig.symmetric(delay="10ms", rate="1gbit", window="64KiB")
+    async with Recorder() as up, UserspaceLink(("127.0.0.1", 0), up.address, config) as link:
+        _, big = await asyncio.open_connection(*link.listen_address)
+        t0 = time.perf_counter()
+        big.write(os.urandom(4_000_000))
+        first = await up.connection(0)
+        await first.wait_for_bytes(64 * 1024)  # the big transfer is under way
+        _, small = await asyncio.open_connection(*link.listen_address)
+        t1 = time.perf_counter()
+        small.write(os.urandom(10_000))
+        await (await up.connection(1)).wait_for_bytes(10_000)
+        small_s = time.perf_counter() - t1
+        await first.wait_for_bytes(4_000_000)
+        big_s = time.perf_counter() - t0
+        big.close()
+        small.close()
+    assert_close(big_s, 4_000_000 / (64 * 1024) * 0.020, rel=0.3, what="4 MB at 64 KiB a round trip")
+    assert_at_most(small_s, 0.25, what="10 KB beside it (about the 10 ms delay; behind the big one: about 1 s)")
+
+
 async def test_a_fast_sender_feels_backpressure():
     queue = 1 << 20
     total = 48 << 20

@@ -283,6 +283,32 @@ def test_a_window_caps_one_connection_at_window_per_round_trip():
     assert_close(_virtual(config, body), 9 * 0.100 + 0.050, rel=0.0, abs_=0.100)
 
 
+def test_a_window_bound_connection_holds_its_own_bytes_not_the_line():
+    # 3 MiB a 20 ms round trip is 1.26 Gbit/s for one connection on a 20 Gbit/s line: 72 MB take 0.46 s.
+    # Its later rounds wait on its own connection, so 0.3 MB sent meanwhile on another connection crosses
+    # in about the delay, and four such transfers at once each keep their own 1.26 Gbit/s.
+    async def body(link, loop):
+        async def timed(conn, nbytes):
+            start = loop.time()
+            await conn.send("up", nbytes)
+            return loop.time() - start
+
+        big = asyncio.ensure_future(timed(link.connect(), 72 * MB))
+        await asyncio.sleep(0.001)
+        small = await timed(link.connect(), 300_000)
+        parallel = await asyncio.gather(*(timed(link.connect(), 72 * MB) for _ in range(4)))
+        return await big, small, parallel, link.stats()["up"]["queue_peak_bytes"]
+
+    config = LinkConfig.symmetric(delay="10ms", rate="20gbit", window="3MiB")
+    big, small, parallel, peak = _virtual(config, body)
+    one = 72 * MB / (3 * 2**20) * 0.020  # rounds of one window
+    assert_close(big, one, rel=0.05, what="72 MB on one window-bound connection")
+    assert_at_most(small, 0.010 + 0.002, "0.3 MB beside it")
+    for took in parallel:
+        assert_close(took, one, rel=0.05, what="72 MB, one of four at once")
+    assert_at_most(peak, 4 * 3 * 3 * 2**20, "bytes held on the line (a window-bound flow reads two rounds ahead)")
+
+
 def test_a_send_cancelled_mid_message_closes_its_connection_and_frees_the_queue():
     async def body(link, loop):
         conn = link.connect()
