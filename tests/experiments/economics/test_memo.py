@@ -58,11 +58,11 @@ def test_the_full_run_runs_each_point_once_and_none_for_a_price(tmp_path, monkey
     assert all(s.wan_price_per_hour == load_scenario(s.name).wan_price_per_hour for s, *_ in inner.asked)
     # The searches run: 3 deployments, the TP8 arm (the other arms are the deployments unchanged); the cases
     # on the baseline and PDD only: KV bytes and the prefill tier; host tier, hit mix and output length, two
-    # cases each; relay size, threshold and PDD's own prefill tier on PDD; the connection window on PDD (it
-    # leaves the baseline without a line as it was); and cross-DC PD at 46 KB and under the window for those
-    # cases' TTFT figures (the threshold cases leave cross-DC PD as it was).
+    # cases each; relay size, threshold and PDD's own prefill tier on PDD; the connection window's two cases
+    # on PDD (they leave the baseline without a line as it was); and cross-DC PD at 46 KB and under each
+    # window for those cases' TTFT figures (the threshold cases leave cross-DC PD as it was).
     searched = {point_key(s, w, 0, 0) for s, w, _, _ in inner.asked}
-    assert len(searched) == 3 + 1 + 2 + 2 + 2 * 3 * 2 + 1 + 2 + 1 + 1 + 1 + 1
+    assert len(searched) == 3 + 1 + 2 + 2 + 2 * 3 * 2 + 1 + 2 + 1 + 2 + 1 + 2
     assert result.data["points"]["reused"] > 0
     premium = {b["parameter"]: b for b in result.data["tornado"]}["GPU-B price premium"]
     assert premium["low"] > result.headline["bcr_gain"] > premium["high"]  # the reused points, at the new prices

@@ -34,8 +34,9 @@ def test_each_case_changes_the_scenario_or_workload_it_names(name, side, case):
         assert cost_per_hour(pdd) != cost_per_hour(base)
         assert _changed(case, "pd-intra")[1] == _changed(case, "pd-intra")[0]  # the baseline has no B side or line
     if name == "WAN connection window":
-        assert pdd.wan.window_bytes == 3 * 2**20 and base.wan.window_bytes is None
-        assert _changed(case, "pd-cross")[1].wan.window_bytes == 3 * 2**20
+        window = {"low": 3 * 2**19, "high": 3 * 2**20}[side]
+        assert pdd.wan.window_bytes == window and base.wan.window_bytes is None
+        assert _changed(case, "pd-cross")[1].wan.window_bytes == window
         assert _changed(case, "pd-intra")[1] == _changed(case, "pd-intra")[0]  # no line to limit
 
 
