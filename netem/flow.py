@@ -2,13 +2,14 @@
 
 Bytes read from the source are cut into pieces and stamped on entry; the
 sender's window stage runs, the direction's shared line serializes them, and
-the path stages (latency, loss, order) give each its deadline. A piece the
-window holds for a later round waits here, in the sender's stand-in for its
-socket buffer, and joins the line when its round comes: on the line's shared
-FIFO it would hold every other connection up behind it. They wait in a
+the path stages (latency, loss, order) give each its deadline. They wait in a
 FIFO and one timer, armed for the head's deadline (an absolute loop time),
 writes out everything due. Sleep error therefore never accumulates: a late
 timer makes one write late, not the ones after it (docs/netem.md, "Delay line").
+
+A piece the window holds for a later round waits on this flow, as unacknowledged
+data waits in the sender's socket buffer, and joins the line when its round
+comes: on the line's shared FIFO it would hold every other connection up behind it.
 """
 
 from __future__ import annotations
@@ -79,7 +80,8 @@ class Flow:
         for start in range(0, size, piece):
             part = view[start : start + piece]
             self._admit(Chunk(part, len(part), now, now))
-        self.update_reading()
+        if self._windowed:
+            self.update_reading()  # the window holds pieces back: at two rounds' worth, stop reading
 
     def feed_eof(self) -> None:
         """The sender closed its half: a FIN travels the same path, after the data."""

@@ -44,8 +44,9 @@ def real_fields(link: LinkPlan, emulated: Mapping[str, Any], byte_scale: float) 
         real["rate"] = None if rate in _UNLIMITED else parse_rate(rate) / divisor
     if "queue" in emulated:
         real["queue"] = max(MIN_QUEUE_BYTES, int(parse_size(emulated["queue"]) / divisor))
-    if emulated.get("window") not in _UNLIMITED:
-        real["window"] = max(1, int(parse_size(emulated["window"]) / divisor))
+    if "window" in emulated:
+        window = emulated["window"]
+        real["window"] = None if window in _UNLIMITED else max(1, int(parse_size(window) / divisor))
     return real
 
 

@@ -44,6 +44,8 @@ def test_a_patch_in_emulated_units_scales_like_the_spec():
     patch = real_fields(_link(rate_bps="10gbit"), {"rate": "5gbit", "queue": "128MiB", "delay": "50ms"}, 1000.0)
     assert patch == {"rate": 5e6, "queue": int(128 * 2**20 / 1000), "delay": "50ms"}
     assert real_fields(_link(rate_bps="10gbit"), {"rate": "unlimited"}, 1000.0) == {"rate": None}
+    assert real_fields(_link(rate_bps="10gbit"), {"window": "3MiB"}, 1000.0) == {"window": 3 * 2**20 // 1000}
+    assert real_fields(_link(rate_bps="10gbit"), {"window": "unlimited"}, 1000.0) == {"window": None}
 
 
 def test_the_launcher_hands_the_link_its_config_to_the_bit(tmp_path):
