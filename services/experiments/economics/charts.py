@@ -28,12 +28,16 @@ def plot_tornado(figure_name: str, base: float, bars: list[Bar], path: Path) -> 
     axes = figure.add_subplot()
     rows = list(reversed(bars))  # widest at the top
     for y, bar in enumerate(rows):
-        axes.barh(y, bar.low - base, left=base, color="tab:blue", alpha=0.7)
-        axes.text(bar.low, y, f" {bar.low_label} ", va="center", ha="right" if bar.low < base else "left", fontsize=8)
+        # A parameter's two cases often land on the same side of the base: each gets half the row,
+        # so neither bar nor label hides the other.
+        cases = [(bar.low, bar.low_label, "tab:blue")]
         if bar.high is not None:
-            axes.barh(y, bar.high - base, left=base, color="tab:orange", alpha=0.7)
-            axes.text(bar.high, y, f" {bar.high_label} ", va="center", ha="left" if bar.high >= base else "right",
-                      fontsize=8)
+            cases.append((bar.high, bar.high_label, "tab:orange"))
+        height = 0.8 / len(cases)
+        for i, (value, label, color) in enumerate(cases):
+            at = y + (0.0 if len(cases) == 1 else (0.2 if i == 0 else -0.2))
+            axes.barh(at, value - base, left=base, height=height, color=color, alpha=0.7)
+            axes.text(value, at, f" {label} ", va="center", ha="left" if value >= base else "right", fontsize=8)
     axes.axvline(base, color="black", lw=1)
     axes.margins(x=0.2)  # room for the labels at the bars' ends
     axes.set_yticks(range(len(rows)), [bar.parameter for bar in rows])
