@@ -16,7 +16,6 @@ Each one is named in the request's `pdd` stats (`degraded`) and counted in /metr
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 from typing import AsyncIterator
 
@@ -24,6 +23,7 @@ from services.scenario.plan import ServicePlan
 from services.roles import RouterPeers as Peers  # the Protocol; services/router/peers.py adapts it
 from services.router.failures import ApiError
 from services.router.pipelines import Finished, Job, Token, run_p_d
+from services.router.relay_slot import RelaySlot, context_blocks
 from services.router.stats import PolicyNote
 from services.types import Degraded, Mode, Pipeline
 
@@ -45,7 +45,7 @@ def relay_retry(job: Job) -> Job:
 
 
 async def relay_alone(peers: Peers, job: Job, mode: Mode, relay: ServicePlan | None, relay_hit: int,
-                      relay_load: float, dispatches: collections.Counter, cause: ApiError,
+                      relay_load: float, cause: ApiError,
                       reason: str = "main decode unreachable", kind: Degraded = Degraded.MAIN_DECODE_DOWN
                       ) -> AsyncIterator[Token | Finished]:
     """P-RLD while no main decode answers its cache lookup, or after it failed before its first token."""
@@ -53,7 +53,7 @@ async def relay_alone(peers: Peers, job: Job, mode: Mode, relay: ServicePlan | N
     if relay is None or relay_load >= spec.relay_max_load:
         why = "no relay reachable" if relay is None else f"the relay is saturated (load {relay_load:.2f})"
         raise ApiError(cause.status, f"{cause.message}; {why} to serve it instead", kind=cause.kind, code=cause.code)
-    dispatches[relay.name] += 1
+    slot = RelaySlot(peers, relay.name, context_blocks(peers, len(job.prompt), job.max_tokens))
     try:
         async for item in run_p_d(peers, job, mode, relay, relay_hit, Pipeline.P_RLD):
             if type(item) is not Finished:  # a Token or a TokenRun
@@ -67,4 +67,4 @@ async def relay_alone(peers: Peers, job: Job, mode: Mode, relay: ServicePlan | N
             stats.degraded_cause = cause.message
             yield item
     finally:
-        dispatches[relay.name] -= 1
+        slot.release()

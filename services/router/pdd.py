@@ -26,7 +26,7 @@ from services.router.pipelines import (
 from services.router.placement import best_decode
 from services.router.prefill_target import no_prefill_reachable
 from services.router.prompts import looked_up
-from services.router.relay_slot import RelaySlot, load_with_dispatches, relay_dispatches
+from services.router.relay_slot import RelaySlot, context_blocks, load_with_dispatches
 from services.router.policy import PipelinePolicy
 from services.router.policy_stream import PrefillChunks
 from services.router.stats import PolicyNote
@@ -64,7 +64,7 @@ async def pdd(peers: Peers, job: Job, mode: Mode) -> AsyncIterator[Token | Finis
             raise
         relay, relay_hit, reported_load = await _lookup_relay(peers, job)
         relay_load = None if relay is None else load_with_dispatches(peers, relay, reported_load)
-        async for item in relay_alone(peers, job, mode, relay, relay_hit, relay_load, relay_dispatches(peers), down):
+        async for item in relay_alone(peers, job, mode, relay, relay_hit, relay_load, down):
             yield item
         return
     policy = policy_of(peers)
@@ -80,7 +80,8 @@ async def pdd(peers: Peers, job: Job, mode: Mode) -> AsyncIterator[Token | Finis
     # whose lookups all ran before any of them was dispatched would otherwise all see the same idle relay.
     relay_load = None if relay is None else load_with_dispatches(peers, relay, reported_load)
     choice = policy.choose(missing, relay_load, parts)
-    slot = RelaySlot(relay_dispatches(peers), relay.name) if choice.pipeline is Pipeline.P_RLD_MD else None
+    slot = RelaySlot(peers, relay.name, context_blocks(peers, len(job.prompt), job.max_tokens)) \
+        if choice.pipeline is Pipeline.P_RLD_MD else None
     queued_at_send = policy.in_flight_bytes
     policy.dispatched(missing)
     arrived = False
@@ -121,7 +122,7 @@ async def pdd(peers: Peers, job: Job, mode: Mode) -> AsyncIterator[Token | Finis
             relay, relay_hit, reported_load = await _lookup_relay(peers, job)
         relay_load = None if relay is None else load_with_dispatches(peers, relay, reported_load)
         async for item in relay_alone(peers, relay_retry(job), mode, relay, relay_hit, relay_load,
-                                      relay_dispatches(peers), failed, "main decode failed before its first token",
+                                      failed, "main decode failed before its first token",
                                       Degraded.MAIN_PATH_FAILED):
             yield item
 

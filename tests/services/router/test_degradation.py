@@ -9,7 +9,7 @@ import pytest
 
 from services.launcher.plan import build_plan
 from services.router.api import ApiError
-from services.router.relay_slot import load_with_dispatches, relay_dispatches
+from services.router.relay_slot import RelaySlot, context_blocks, load_with_dispatches, relay_dispatches
 from services.router.peers import Peers
 from services.router.pipelines import Job, raise_pipeline_error
 from services.router.placement import best_decode, best_prefill
@@ -33,9 +33,10 @@ class _Lookup:
         return pb.CacheLookupReply(hit_tokens=self.hit, load=self.load, instance="decode-0")
 
 
-def _peers(preset: str, **decode) -> Peers:
+def _peers(preset: str, overrides: tuple[str, ...] = (), **decode) -> Peers:
     peers = Peers.__new__(Peers)  # no channels: the stubs below stand in for them
-    peers.plan = build_plan(load_scenario(preset, ["pools.decode.count=1"] if preset == "pd-cross-mini" else []))
+    overrides = (*overrides, "pools.decode.count=1") if preset == "pd-cross-mini" else overrides
+    peers.plan = build_plan(load_scenario(preset, list(overrides)))
     peers.decode = decode
     return peers
 
@@ -75,6 +76,25 @@ def test_the_relay_load_counts_requests_sent_its_way_before_it_sees_them():
     relay_dispatches(peers)[relay.name] += capacity  # a burst the relay has not admitted yet
     assert load_with_dispatches(peers, relay, 0.1) == 1.0  # saturated: the policy now routes P-MD
     assert load_with_dispatches(peers, relay, 1.5) == 1.5  # the relay's own figure wins when it is higher
+
+
+def test_the_relay_load_counts_the_memory_of_long_contexts_on_their_way():
+    # 64K-token contexts fill a relay's KV long before its running cap: at 46 KB of KV a token the
+    # paper-scale relay holds 18 of them, and bursts of 53 sent its way queued 21 there (docs/pdd.md).
+    peers = _peers("paper-full-pdd", ("model=pdd-paper-kv46k",))
+    relay = peers.plan.service("relay-decode")
+    sizing = instance_sizing(peers.plan.scenario, relay.pool)
+    blocks = context_blocks(peers, 65536, 256)
+    assert blocks == (65536 + 256) // 16
+    fits = relay.pool.count * sizing.kv_capacity_blocks // blocks
+    slots = [RelaySlot(peers, relay.name, blocks) for _ in range(fits)]
+    assert len(slots) < relay.pool.count * sizing.max_running * 0.01  # by sequences, the relay looks idle
+    assert load_with_dispatches(peers, relay, 0.0) > peers.plan.scenario.pdd.relay_max_load
+    for slot in slots:
+        slot.release()
+        slot.release()  # a second release gives nothing back twice
+    assert load_with_dispatches(peers, relay, 0.0) == 0.0
+    assert relay_dispatches(peers)[relay.name] == 0
 
 
 def _rpc_error(code: grpc.StatusCode, details: str) -> grpc.aio.AioRpcError:

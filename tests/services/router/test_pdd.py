@@ -9,6 +9,7 @@ from services.launcher.plan import build_plan
 from services.router import pdd as pdd_module
 from services.router.peers import Peers
 from services.router.pipelines import Job
+from services.router.relay_slot import relay_dispatches
 from services.scenario import load_scenario
 from services.scenario.sizing import instance_sizing
 from services.types import Mode, Pipeline, Role
@@ -44,7 +45,7 @@ async def test_a_burst_that_looked_the_relay_up_together_does_not_overfill_it(mo
 
     async def pipeline(name):
         chosen.append(name)
-        held.append(pdd_module.relay_dispatches(peers)[relay_plan.name])
+        held.append(relay_dispatches(peers)[relay_plan.name])
         await asyncio.wait_for(release.wait(), 5.0)
         return
         yield
@@ -64,7 +65,7 @@ async def test_a_burst_that_looked_the_relay_up_together_does_not_overfill_it(mo
     assert chosen.count(Pipeline.P_MD) == burst - relayed
     release.set()
     await asyncio.gather(*tasks)
-    assert pdd_module.relay_dispatches(peers)[relay_plan.name] == 0  # every slot given back
+    assert relay_dispatches(peers)[relay_plan.name] == 0  # every slot given back
 
 
 async def test_only_a_request_with_a_long_transfer_asks_the_relay(monkeypatch):
