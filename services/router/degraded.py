@@ -23,7 +23,7 @@ from services.scenario.plan import ServicePlan
 from services.roles import RouterPeers as Peers  # the Protocol; services/router/peers.py adapts it
 from services.router.failures import ApiError
 from services.router.pipelines import Finished, Job, Token, run_p_d
-from services.router.relay_slot import RelaySlot, context_blocks
+from services.router.relay_slot import RelaySlot
 from services.router.stats import PolicyNote
 from services.types import Degraded, Mode, Pipeline
 
@@ -53,7 +53,7 @@ async def relay_alone(peers: Peers, job: Job, mode: Mode, relay: ServicePlan | N
     if relay is None or relay_load >= spec.relay_max_load:
         why = "no relay reachable" if relay is None else f"the relay is saturated (load {relay_load:.2f})"
         raise ApiError(cause.status, f"{cause.message}; {why} to serve it instead", kind=cause.kind, code=cause.code)
-    slot = RelaySlot(peers, relay.name, context_blocks(peers, len(job.prompt), job.max_tokens))
+    slot = RelaySlot(peers, relay.name, job)
     try:
         async for item in run_p_d(peers, job, mode, relay, relay_hit, Pipeline.P_RLD):
             if type(item) is not Finished:  # a Token or a TokenRun

@@ -26,7 +26,7 @@ from services.router.pipelines import (
 from services.router.placement import best_decode
 from services.router.prefill_target import no_prefill_reachable
 from services.router.prompts import looked_up
-from services.router.relay_slot import RelaySlot, context_blocks, load_with_dispatches
+from services.router.relay_slot import RelaySlot, load_with_dispatches
 from services.router.policy import PipelinePolicy
 from services.router.policy_stream import PrefillChunks
 from services.router.stats import PolicyNote
@@ -80,8 +80,7 @@ async def pdd(peers: Peers, job: Job, mode: Mode) -> AsyncIterator[Token | Finis
     # whose lookups all ran before any of them was dispatched would otherwise all see the same idle relay.
     relay_load = None if relay is None else load_with_dispatches(peers, relay, reported_load)
     choice = policy.choose(missing, relay_load, parts)
-    slot = RelaySlot(peers, relay.name, context_blocks(peers, len(job.prompt), job.max_tokens)) \
-        if choice.pipeline is Pipeline.P_RLD_MD else None
+    slot = RelaySlot(peers, relay.name, job) if choice.pipeline is Pipeline.P_RLD_MD else None
     queued_at_send = policy.in_flight_bytes
     policy.dispatched(missing)
     arrived = False

@@ -12,6 +12,7 @@ import collections
 import math
 
 from services.roles import RouterPeers as Peers
+from services.router.pipelines import Job
 from services.scenario.sizing import instance_sizing
 
 
@@ -38,11 +39,11 @@ def context_blocks(peers: Peers, prompt_tokens: int, max_tokens: int) -> int:
 class RelaySlot:
     """One request counted against a relay from the moment the router chooses it until the relay's part ends."""
 
-    def __init__(self, peers: Peers, relay: str, blocks: int) -> None:
+    def __init__(self, peers: Peers, relay: str, job: Job) -> None:
         self.requests, self.blocks = relay_dispatches(peers), relay_dispatched_blocks(peers)
-        self.relay, self.size, self.held = relay, blocks, True
+        self.relay, self.size, self.held = relay, context_blocks(peers, len(job.prompt), job.max_tokens), True
         self.requests[relay] += 1
-        self.blocks[relay] += blocks
+        self.blocks[relay] += self.size
 
     def release(self) -> None:
         if self.held:

@@ -33,9 +33,9 @@ def plot_tornado(figure_name: str, base: float, bars: list[Bar], path: Path) -> 
         cases = [(bar.low, bar.low_label, "tab:blue")]
         if bar.high is not None:
             cases.append((bar.high, bar.high_label, "tab:orange"))
-        height = 0.8 / len(cases)
-        for i, (value, label, color) in enumerate(cases):
-            at = y + (0.0 if len(cases) == 1 else (0.2 if i == 0 else -0.2))
+        height, offsets = (0.8, (0.0,)) if len(cases) == 1 else (0.4, (0.2, -0.2))
+        for (value, label, color), offset in zip(cases, offsets):
+            at = y + offset
             axes.barh(at, value - base, left=base, height=height, color=color, alpha=0.7)
             axes.text(value, at, f" {label} ", va="center", ha="left" if value >= base else "right", fontsize=8)
     axes.axvline(base, color="black", lw=1)

@@ -84,10 +84,11 @@ def test_the_relay_load_counts_the_memory_of_long_contexts_on_their_way():
     peers = _peers("paper-full-pdd", ("model=pdd-paper-kv46k",))
     relay = peers.plan.service("relay-decode")
     sizing = instance_sizing(peers.plan.scenario, relay.pool)
-    blocks = context_blocks(peers, 65536, 256)
+    job = Job("r", [1] * 65536, 256, 0, 0.0)
+    blocks = context_blocks(peers, len(job.prompt), job.max_tokens)
     assert blocks == (65536 + 256) // 16
     fits = relay.pool.count * sizing.kv_capacity_blocks // blocks
-    slots = [RelaySlot(peers, relay.name, blocks) for _ in range(fits)]
+    slots = [RelaySlot(peers, relay.name, job) for _ in range(fits)]
     assert len(slots) < relay.pool.count * sizing.max_running * 0.01  # by sequences, the relay looks idle
     assert load_with_dispatches(peers, relay, 0.0) > peers.plan.scenario.pdd.relay_max_load
     for slot in slots:
