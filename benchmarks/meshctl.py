@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from services.experiments.dilation import dilate_scenario
 from services.launcher.plan import build_plan
 from services.scenario.plan import MeshPlan
 from services.launcher.processes import start_mesh, stop_processes
@@ -18,8 +19,9 @@ from services.scenario import load_scenario
 
 
 @contextmanager
-def mesh(scenario: str, run_dir: Path, *overrides: str) -> Iterator[tuple[str, MeshPlan]]:
-    plan = build_plan(load_scenario(scenario, overrides))
+def mesh(scenario: str, run_dir: Path, *overrides: str, dilation: float = 1.0) -> Iterator[tuple[str, MeshPlan]]:
+    """`scenario`'s mesh, running `dilation` times slower than real time (services/experiments/dilation.py)."""
+    plan = build_plan(dilate_scenario(load_scenario(scenario, overrides), dilation))
     processes = start_mesh(plan, run_dir)
     try:
         yield f"http://{plan.router.host}:{plan.router.http_port}", plan

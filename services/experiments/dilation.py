@@ -18,6 +18,7 @@ read in emulated time, which is the point.
 
 from __future__ import annotations
 
+from loadgen.spec import parse_options, parse_spec
 from services.scenario import LinkSpec, Scenario
 
 # CPU seconds one streamed output token costs the mesh and the bench client together on the 2-core
@@ -58,6 +59,26 @@ def dilate_scenario(scenario: Scenario, k: float) -> Scenario:
         "request_timeout_s": scenario.request_timeout_s * k,
         "transfer_timeout_s": scenario.transfer_timeout_s * k,
     })
+
+
+def dilate_workload(spec: str, k: float) -> str:
+    """A workload SPEC as a dilated closed loop sends it: its think time k times `spec`'s.
+
+    Think time is the only duration a workload spec holds; a closed loop's other timing is the
+    deployment's answer, which the dilated scenario stretches. A trace's timestamps are not dilated.
+    """
+    if k == 1:
+        return spec
+    config = parse_spec(spec)
+    head, _, rest = spec.strip().partition(":")
+    kind = head.strip().lower()
+    if kind == "mooncake":
+        raise ValueError("a trace's timestamps are not dilated; replay it undilated (time dilation 1)")
+    if not hasattr(config, "think"):
+        return spec
+    options = parse_options(rest, kind)
+    options["think"] = repr(config.think * k)
+    return f"{kind}:" + ",".join(f"{key}={value}" for key, value in options.items())
 
 
 def to_emulated_record(record: dict, k: float) -> dict:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from services.experiments.comparison import Row, markdown
-from services.experiments.dilation import dilate_scenario, dilation_for, to_emulated_record
+from loadgen.spec import parse_spec
+from services.experiments.dilation import dilate_scenario, dilate_workload, dilation_for, to_emulated_record
 from services.experiments.scaling import line_for, report_utilisation, utilisation, wan_price, with_wan
 from services.scenario import load_scenario
 
@@ -36,6 +37,19 @@ def test_dilation_stretches_durations_and_slows_rates():
     assert slow.sla.ttft_s == base.sla.ttft_s * 4 and slow.pdd.transfer_threshold_s == base.pdd.transfer_threshold_s * 4
     assert dilate_scenario(base, 1) is base
     assert dilation_for(8, 768, 2000) == pytest.approx(8 * 768 / 2000) and dilation_for(1, 768, 2000) == 1
+
+
+def test_a_dilated_closed_loop_thinks_k_times_longer_and_keeps_the_rest_of_its_workload():
+    spec = "agentic:context=16K,output=256..512,turns=6,think=0.5"
+    slow = parse_spec(dilate_workload(spec, 3))
+    assert slow.think == pytest.approx(1.5)
+    assert slow.model_copy(update={"think": 0.5}) == parse_spec(spec)
+    default = parse_spec("agentic:turns=4").think
+    assert parse_spec(dilate_workload("agentic:turns=4", 2)).think == pytest.approx(2 * default)
+    assert dilate_workload("poisson:input=3000,output=200", 2) == "poisson:input=3000,output=200"  # no durations
+    assert dilate_workload(spec, 1) == spec
+    with pytest.raises(ValueError, match="trace"):
+        dilate_workload("mooncake:loadgen/samples/mooncake-sample.jsonl", 2)
 
 
 def test_records_are_read_back_in_emulated_time():
