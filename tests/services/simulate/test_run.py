@@ -172,10 +172,14 @@ def test_a_run_leaves_a_freeze_it_did_not_make():
     import gc
 
     gc.freeze()
+    made_after_the_freeze = []
     try:
         frozen = gc.get_freeze_count()
         run_simulation(load_scenario("colocated-mini"), WORKLOAD, rate=2.0, duration_s=1.0, seed=1)
-        assert gc.get_freeze_count() == frozen
+        # Not unfrozen, and nothing frozen anew: the count can only fall, as frozen objects are
+        # freed during the run (an evicted cache entry), and a younger object is still collectable.
+        assert 0 < gc.get_freeze_count() <= frozen
+        assert any(o is made_after_the_freeze for o in gc.get_objects())
     finally:
         gc.unfreeze()
 
