@@ -109,6 +109,7 @@ class Endpoint(asyncio.BufferedProtocol):
         self.transport: asyncio.Transport | None = None
         self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._buffer = bytearray(0)
+        self._watched: int | None = None  # the socket's fd in the link's HangupWatch
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)
@@ -116,6 +117,8 @@ class Endpoint(asyncio.BufferedProtocol):
         sock = self.transport.get_extra_info("socket")
         if config.rate_bps and sock is not None:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, shaped_rcvbuf(config.queue_bytes, sock))
+        if sock is not None and self.conn.link.hangups is not None:  # a reset while reading is paused
+            self._watched = self.conn.link.hangups.watch(sock, lambda exc: self.conn.endpoint_lost(self, exc))
         self.inbound.source = _TurnTaking(self.transport)
         self.outbound.sink = self.transport
         self.conn.endpoint_ready(self)
@@ -147,6 +150,8 @@ class Endpoint(asyncio.BufferedProtocol):
         self.outbound.set_sink_paused(False)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self.conn.link.hangups is not None:
+            self.conn.link.hangups.forget(self._watched)  # before the transport closes the socket
         if not self.lost.done():
             self.lost.set_result(None)
         self.conn.endpoint_lost(self, exc)

@@ -18,6 +18,7 @@ from typing import Any, Coroutine, Literal, Mapping
 from netem.config import DIRECTIONS, ConfigError, Direction, LinkConfig
 from netem.connection import LOOPBACK_SEGMENT, Connection, announced_segment, shaped_rcvbuf
 from netem.direction import DirectionState
+from netem.hangups import HangupWatch
 from netem.schedule import Schedule
 from netem.scheduler import ScheduleRunner
 from netem.stages.partition import PartitionMode
@@ -66,6 +67,7 @@ class UserspaceLink:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self.timers: PreciseTimers | None = None
+        self.hangups: HangupWatch | None = None  # sockets only: a VirtualLink has none
         self.listen_address: Address | None = None
         self.schedule: ScheduleRunner | None = None
 
@@ -73,6 +75,7 @@ class UserspaceLink:
     async def start(self) -> UserspaceLink:
         self._loop = asyncio.get_running_loop()
         self.timers = PreciseTimers(self._loop)
+        self.hangups = HangupWatch(self._loop)
         for state in self._directions.values():
             state.bind(self._loop.time, self.timers)
         host, port = self.listen
@@ -102,6 +105,8 @@ class UserspaceLink:
             state.close()
         if self.timers is not None:
             self.timers.close()
+        if self.hangups is not None:
+            self.hangups.close()
 
     async def __aenter__(self) -> UserspaceLink:
         return await self.start()

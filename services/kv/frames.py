@@ -6,6 +6,7 @@ carries its completion, {"ft", "t", "n", "eb", "rb"}: the first token, when
 prefill produced it, and the transfer's tokens, emulated and real bytes. The
 length is checked against MAX_FRAME_BYTES before a single payload byte is read,
 so a corrupt or hostile peer cannot make the receiver allocate more than that.
+The receiver answers each frame with ACK: the count of whole frames it has read.
 """
 
 from __future__ import annotations
@@ -20,6 +21,10 @@ import msgpack
 
 VERSION = 1
 HEADER = struct.Struct(">I")
+# The receiver's one message back: how many whole frames it has read on this connection so far.
+# The sender learns what landed, so a broken connection reports only what may be lost, and a
+# stopped transfer with nothing before it in flight is cut by a reset (docs/mesh.md §Frames).
+ACK = struct.Struct(">Q")
 MAX_FRAME_BYTES = 8 * 1024 * 1024
 DEFAULT_FRAME_PAYLOAD_BYTES = 256 * 1024
 

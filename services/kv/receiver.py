@@ -17,7 +17,7 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-from services.kv.frames import Completion, FrameError, read_body, read_header
+from services.kv.frames import ACK, Completion, FrameError, read_body, read_header
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +49,7 @@ class Transfer:
         return self.finished_at - self.announced_at
 
 
+ACK_BACKLOG_BYTES = 4096  # acknowledgements a peer has not read; past it, the next are skipped
 ENDED_KEPT = 4096  # assumed: more requests than a decode process ends within a transfer deadline
 
 
@@ -227,9 +228,14 @@ class KvReceiver:
             writer.close()
             return
         self.connections += 1
+        frames = 0
         try:
             while (frame := await self._next_frame(reader)) is not None:
                 self.table.on_frame(*frame)
+                frames += 1
+                # Counts are cumulative, so one a peer leaves unread can be skipped: never waited on.
+                if writer.transport.get_write_buffer_size() < ACK_BACKLOG_BYTES:
+                    writer.write(ACK.pack(frames))
         except FrameError as exc:
             self.bad_frames += 1
             log.warning("closing KV connection: %s", exc)

@@ -5,11 +5,12 @@ connection is busy, a transfer waits for one, which is where a saturated line
 shows up as queueing. Frames of one transfer use one connection so they arrive
 in order; `writer.drain()` passes the link's backpressure back to us.
 
-The receiver never writes back, so a connection that ends (a reset link, a
-restarted receiver) is seen by a watcher reading it. Bytes handed to a broken
-connection may have died in flight, and a transfer is never resent, so the
-transfers recently sent over it are reported to `on_lost`: the shipper tells
-their receivers, which fail them now instead of at their deadline.
+The receiver writes back only acknowledgements, a count of the whole frames it
+has read, so a watcher reading them learns what landed and sees a connection end
+(a reset link, a restarted receiver). Bytes handed to a broken connection may
+have died in flight, and a transfer is never resent, so the transfers sent over
+it and not acknowledged are reported to `on_lost`: the shipper tells their
+receivers, which fail them now instead of at their deadline.
 """
 
 from __future__ import annotations
@@ -18,21 +19,24 @@ import asyncio
 import collections
 import logging
 import socket
+import struct
 import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from services.kv.frames import DEFAULT_FRAME_PAYLOAD_BYTES, Completion, frame_count, split_payload
+from services.kv.frames import ACK, DEFAULT_FRAME_PAYLOAD_BYTES, Completion, frame_count, split_payload
 
 log = logging.getLogger(__name__)
-# What a cancelled transfer still sends is what sits outside the link's queue: the frame's unwritten
-# rest, the transport's buffer and the kernel's. A byte-scaled link multiplies those bytes' line time
-# by byte_scale (64 KiB of buffers and a 256 KiB frame were 0.26 s of a 10 Gbit/s line at 1000x, taken
-# from the next request's transfer), so frames leave in slices and both buffers hold about one slice
-# (docs/mesh.md §Frames). The kernel doubles SO_SNDBUF.
+# A stop is seen between slices, and what a stopped transfer has handed over still crosses the line
+# unless a reset can drop it (_Connection.cut): the frame's unwritten rest, the transport's buffer and
+# the kernel's. A byte-scaled link multiplies those bytes' line time by byte_scale (64 KiB of buffers
+# and a 256 KiB frame were 0.26 s of a 10 Gbit/s line at 1000x, taken from the next request's
+# transfer), so frames leave in slices and both buffers hold about one slice (docs/mesh.md §Frames).
+# The kernel doubles SO_SNDBUF.
 SLICE_BYTES = 16 * 1024
 SEND_BUFFER_BYTES = 8 * 1024
-RECENT_TRANSFERS = 64  # per connection: what a broken connection may have swallowed
+RECENT_TRANSFERS = 64  # per connection, not yet acknowledged: what a broken connection may have swallowed
+_LINGER_RESET = struct.pack("ii", 1, 0)  # SO_LINGER on, timeout 0: close() sends RST, dropping what is buffered
 
 
 class TransferCancelled(RuntimeError):
@@ -52,9 +56,23 @@ class SendResult:
 class _Connection:
     reader: asyncio.StreamReader
     writer: asyncio.StreamWriter
-    sent: collections.deque[str] = field(default_factory=lambda: collections.deque(maxlen=RECENT_TRANSFERS))
+    # (request id, frames written on this connection through its last one), until acknowledged
+    sent: collections.deque[tuple[str, int]] = field(
+        default_factory=lambda: collections.deque(maxlen=RECENT_TRANSFERS))
+    frames_written: int = 0
+    frames_acked: int = 0
     watcher: asyncio.Task | None = None
     broken: bool = False
+
+    def frames_before(self, request_id: str) -> int:
+        """Frames written on this connection before the transfer's first; its earlier parts are its own."""
+        earlier = [end for rid, end in self.sent if rid != request_id]
+        return earlier[-1] if earlier else 0
+
+    def acknowledge(self, frames: int) -> None:
+        self.frames_acked = frames
+        while self.sent and self.sent[0][1] <= frames:
+            self.sent.popleft()
 
     def close(self) -> None:
         self.writer.close()
@@ -65,6 +83,24 @@ class _Connection:
         if self.watcher is not None:
             self.watcher.cancel()
         self.writer.close()
+
+    def cut(self, frames_before: int) -> None:
+        """Give up a stopped transfer's connection. With every frame before the transfer's
+        acknowledged, a reset drops its bytes wherever they wait (buffers, a link's queue), as the
+        simulation's link forgets a closed connection's queue; otherwise retire, so the earlier
+        transfers still land (docs/mesh.md §Frames)."""
+        if self.frames_acked < frames_before:
+            self.retire()
+            return
+        if self.watcher is not None:
+            self.watcher.cancel()
+        sock = self.writer.get_extra_info("socket")
+        try:
+            if sock is not None:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RESET)
+        except OSError:
+            pass  # already gone: abort() below closes it all the same
+        self.writer.transport.abort()
 
 
 class KvSender:
@@ -93,14 +129,15 @@ class KvSender:
         return conn
 
     async def _watch(self, conn: _Connection) -> None:
-        """Wait for the end of the connection (the receiver never writes) and report what it may have lost."""
+        """Read acknowledgements until the connection ends, then report what it may have lost."""
         try:
-            await conn.reader.read(1)
-        except OSError:
+            while True:
+                conn.acknowledge(ACK.unpack(await conn.reader.readexactly(ACK.size))[0])
+        except (OSError, asyncio.IncompleteReadError):
             pass
         conn.broken = True
         self._open.discard(conn)
-        lost = list(conn.sent)
+        lost = [request_id for request_id, _ in conn.sent]
         conn.sent.clear()
         if lost and self.on_lost is not None:
             self.on_lost(lost)
@@ -124,23 +161,21 @@ class KvSender:
             if conn is None:
                 conn = await self._connect()
             writer = conn.writer
+            frames_before = conn.frames_before(request_id)
             for frame in frames:
-                if cancel is not None and cancel.is_set():
+                stopped = cancel is not None and cancel.is_set()
+                if stopped or not await self._write_frame(writer, frame.encode(), cancel):
                     # Bytes stop flowing; the receiver counts frames of a cancelled transfer as orphans.
-                    clean = True
+                    conn, clean = self._after_stop(conn, frames_before, mid_frame=not stopped), True
                     return SendResult(request_id, sent, len(frames), time.monotonic() - started, True)
-                if not await self._write_frame(writer, frame.encode(), cancel):
-                    # Cut mid-frame, as the simulation's link does: the connection is not reused.
-                    self._open.discard(conn)
-                    conn.retire()
-                    conn, clean = None, True
-                    return SendResult(request_id, sent, len(frames), time.monotonic() - started, True)
+                conn.frames_written += 1
                 sent += len(frame.data)
                 self.bytes_sent += len(frame.data)
             if frames and frames[-1].seq == last:
                 self.transfers += 1
-            if not conn.sent or conn.sent[-1] != request_id:  # a streamed transfer's parts: listed once
-                conn.sent.append(request_id)
+            if conn.sent and conn.sent[-1][0] == request_id:  # a streamed transfer's parts: listed once
+                conn.sent.pop()
+            conn.sent.append((request_id, conn.frames_written))
             clean = True
             return SendResult(request_id, sent, len(frames), time.monotonic() - started)
         except (OSError, asyncio.TimeoutError) as exc:
@@ -151,6 +186,18 @@ class KvSender:
                 conn.close()  # its watcher reports the earlier transfers it carried
                 conn = None
             self._idle.put_nowait(conn)
+
+    def _after_stop(self, conn: _Connection, frames_before: int, mid_frame: bool) -> _Connection | None:
+        """The connection a stopped transfer leaves to the next, None if it is given up.
+
+        Cut mid-frame, the stream cannot go on: the connection is not reused, as the simulation's
+        link closes it. Stopped between frames it can, unless only the transfer's own bytes are in
+        flight, which a reset then drops (_Connection.cut)."""
+        if not mid_frame and (conn.frames_acked >= conn.frames_written or conn.frames_acked < frames_before):
+            return conn  # nothing in flight, or an earlier transfer's bytes that must land
+        self._open.discard(conn)
+        conn.cut(frames_before)
+        return None
 
     @staticmethod
     async def _write_frame(writer: asyncio.StreamWriter, data: bytes, cancel: asyncio.Event | None) -> bool:
