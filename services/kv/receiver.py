@@ -233,8 +233,9 @@ class KvReceiver:
             while (frame := await self._next_frame(reader)) is not None:
                 self.table.on_frame(*frame)
                 frames += 1
-                # Counts are cumulative, so one a peer leaves unread can be skipped: never waited on.
-                if writer.transport.get_write_buffer_size() < ACK_BACKLOG_BYTES:
+                # Counts are cumulative, so one a peer leaves unread (or has gone) can be skipped: never
+                # waited on, and never written into a transport a reset has closed.
+                if not writer.is_closing() and writer.transport.get_write_buffer_size() < ACK_BACKLOG_BYTES:
                     writer.write(ACK.pack(frames))
         except FrameError as exc:
             self.bad_frames += 1
