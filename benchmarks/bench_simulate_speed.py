@@ -13,6 +13,7 @@ own (docs/simulate.md, "Speed"):
 4. wall time against the instance count (pd-intra-mini, 1 to 8 decode instances at 8 req/s).
 The bar: 50x real time on -mini presets, 1x on paper-full-pdd at 80 req/s (one core).
 CPU speedup is the one-core figure: on a shared machine the wall clock also counts waiting for a core.
+Each row also gives a fixed pure-Python workload's CPU ms, read after the case: the machine's speed then.
 """
 
 from __future__ import annotations
@@ -29,6 +30,22 @@ from services.experiments.economics.experiment import WORKLOAD as REPORT_WORKLOA
 
 MINI = ["colocated-mini", "pd-intra-mini", "pd-cross-mini", "pdd-mini", "pdd-kvship-mini"]
 POISSON = "poisson:input=3000,output=200"
+
+
+def reference_ms() -> float:
+    """CPU ms of a fixed pure-Python workload (dicts, tuples, calls, a sort; no project code, a few
+    hundred KB), the median of three: how fast the machine runs Python at the moment, read after each
+    case, since that moved by a third within an hour on the shared machine (docs/simulate.md, "The
+    machine's speed, beside each case")."""
+    times = []
+    for _ in range(3):
+        start = time.process_time()
+        for _ in range(50):
+            table = {i: (i * 7 % 1009, i) for i in range(4000)}
+            sorted(table.values())
+            sum(len(str(v)) for v in table.values())
+        times.append((time.process_time() - start) * 1e3)
+    return round(sorted(times)[1], 1)
 
 
 def one_case(preset: str, workload: str, rate: float | None, users: int | None, duration_s: float,
@@ -48,6 +65,7 @@ def one_case(preset: str, workload: str, rate: float | None, users: int | None, 
            "wall_s": s["wall_s"], "cpu_s": round(cpu, 3), "speedup": s["speedup"],
            "cpu_speedup": round(s["emulated_s"] / cpu, 2),
            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
+    row["reference_ms"] = reference_ms()  # after the case, which it must neither warm nor outgrow
     if users is not None:  # a population's steady state: the last third, past the ramp and the first turns
         row["window"] = last_third(run, duration_s)
     return row
@@ -87,7 +105,8 @@ def show(row: dict) -> None:
     load = f"{row['rate']:g}" if row["rate"] is not None else f"{row['users']} agents"
     print(f"| {row['preset']}{extra} | {load} | {row['completed']}/{row['requests']} | {row['tokens']} | "
           f"{row['emulated_s']:.1f} | {row['wall_s']:.2f} | {row['cpu_s']:.2f} | {row['speedup']:.1f}x | "
-          f"{row['cpu_speedup']:.1f}x | {row['cpu_s'] / max(1, row['tokens']) * 1e6:.0f} | {row['peak_rss_mb']:.0f} |",
+          f"{row['cpu_speedup']:.1f}x | {row['cpu_s'] / max(1, row['tokens']) * 1e6:.0f} | {row['peak_rss_mb']:.0f} | "
+          f"{row['reference_ms']:.0f} |",
           flush=True)
 
 
@@ -102,8 +121,8 @@ def main() -> None:
     seconds = 10.0 if args.quick else 20.0
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print("| case | req/s or agents | completed | tokens | emulated s | wall s | CPU s | speedup (wall) | speedup (CPU) | "
-          "CPU us/token | peak RSS MB |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+          "CPU us/token | peak RSS MB | reference ms |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for preset in MINI:
         show(run_case(preset, POISSON, 4.0, seconds))
     full = run_case("paper-full-pdd", REPORT_WORKLOAD, None, 90.0 if args.quick else 180.0,
