@@ -38,6 +38,17 @@ LOOPBACK_SEGMENT = 32 * 1024  # what Linux announces on lo (MTU 65536) unless to
 _LINGER_RESET = struct.pack("ii", 1, 0)  # SO_LINGER on, timeout 0: close() sends RST
 
 
+def abort_with_reset(transport: asyncio.BaseTransport) -> None:
+    """Close `transport` with a TCP reset (SO_LINGER 0): the peer sees RST, and what is buffered is dropped."""
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RESET)
+        except OSError:
+            pass  # already gone; abort() below still closes it
+    transport.abort()
+
+
 def announced_segment(config: DirectionConfig) -> int | None:
     """The TCP segment a link's listener announces for a shaped direction whose queue is small.
 
@@ -160,13 +171,7 @@ class Endpoint(asyncio.BufferedProtocol):
         if self.transport is None or self.transport.is_closing():
             return
         if reset:
-            sock = self.transport.get_extra_info("socket")
-            if sock is not None:
-                try:
-                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RESET)
-                except OSError:
-                    pass  # already gone; abort() below still closes it
-            self.transport.abort()
+            abort_with_reset(self.transport)
         else:
             self.transport.close()
 

@@ -19,11 +19,11 @@ import asyncio
 import collections
 import logging
 import socket
-import struct
 import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+from netem.connection import abort_with_reset
 from services.kv.frames import ACK, DEFAULT_FRAME_PAYLOAD_BYTES, Completion, frame_count, split_payload
 
 log = logging.getLogger(__name__)
@@ -36,7 +36,6 @@ log = logging.getLogger(__name__)
 SLICE_BYTES = 16 * 1024
 SEND_BUFFER_BYTES = 8 * 1024
 RECENT_TRANSFERS = 64  # per connection, not yet acknowledged: what a broken connection may have swallowed
-_LINGER_RESET = struct.pack("ii", 1, 0)  # SO_LINGER on, timeout 0: close() sends RST, dropping what is buffered
 
 
 class TransferCancelled(RuntimeError):
@@ -94,13 +93,7 @@ class _Connection:
             return
         if self.watcher is not None:
             self.watcher.cancel()
-        sock = self.writer.get_extra_info("socket")
-        try:
-            if sock is not None:
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RESET)
-        except OSError:
-            pass  # already gone: abort() below closes it all the same
-        self.writer.transport.abort()
+        abort_with_reset(self.writer.transport)
 
 
 class KvSender:

@@ -2,12 +2,11 @@
 at once and its queued bytes never cross the line (netem/hangups.py)."""
 
 import asyncio
-import socket
-import struct
-
 from netem.config import LinkConfig
+from netem.connection import abort_with_reset
 from netem.link import UserspaceLink
 from tests.netem.servers import WAIT_S, Recorder
+from tests.waiting import until
 
 QUEUE = 64 * 1024
 # 8 kbit/s: the queue alone would take 65 s to drain, far past WAIT_S.
@@ -18,9 +17,8 @@ async def _backed_up_client(link: UserspaceLink) -> asyncio.StreamWriter:
     """A client whose writes the link has stopped reading: the queue is full, the kernel's buffers too."""
     _, writer = await asyncio.open_connection(*link.listen_address)
     writer.write(b"x" * (4 * 2**20))
-    async with asyncio.timeout(WAIT_S):
-        while not link.stats()["up"]["reading_paused"] or writer.transport.get_write_buffer_size() == 0:
-            await asyncio.wait([asyncio.ensure_future(writer.drain())], timeout=0.01)
+    await until(lambda: link.stats()["up"]["reading_paused"] and writer.transport.get_write_buffer_size(),
+                "the link paused reading a backed-up client")
     return writer
 
 
@@ -28,8 +26,7 @@ async def test_a_reset_from_a_paused_client_resets_the_connection_and_drops_its_
     async with Recorder() as up, UserspaceLink(("127.0.0.1", 0), up.address, SLOW) as link:
         writer = await _backed_up_client(link)
         conn = await up.connection()
-        writer.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-        writer.transport.abort()  # RST
+        abort_with_reset(writer.transport)
         await asyncio.wait_for(conn.eof.wait(), WAIT_S)  # the upstream leg is reset too
         stats = link.stats()["up"]
         assert stats["resets"] == 1 and stats["queue_bytes"] == 0

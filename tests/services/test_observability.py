@@ -9,13 +9,7 @@ from prometheus_client import CollectorRegistry
 
 from services.observability import LoopLagMonitor
 from tests.tolerance import assert_at_least, assert_at_most
-
-
-async def _until(condition, deadline_s: float = 5.0) -> None:
-    deadline = time.monotonic() + deadline_s
-    while not condition():
-        assert time.monotonic() < deadline, "the lag monitor took no samples in time"
-        await asyncio.sleep(0.001)
+from tests.waiting import until
 
 
 def test_a_blocked_loop_shows_as_lag_and_stop_ends_the_samples():
@@ -23,9 +17,9 @@ def test_a_blocked_loop_shows_as_lag_and_stop_ends_the_samples():
         registry = CollectorRegistry()
         monitor = LoopLagMonitor(registry, interval_s=0.01)
         monitor.start()
-        await _until(lambda: len(monitor.samples) >= 2)
+        await until(lambda: len(monitor.samples) >= 2, "the lag monitor's first samples", 5.0, poll_s=0.001)
         time.sleep(0.08)  # the loop is held: the next tick fires about 70 ms late
-        await _until(lambda: len(monitor.samples) >= 3)
+        await until(lambda: len(monitor.samples) >= 3, "a sample after the held loop", 5.0, poll_s=0.001)
         await monitor.stop()
         taken = len(monitor.samples)
         await asyncio.sleep(0.05)

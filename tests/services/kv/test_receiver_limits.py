@@ -11,16 +11,10 @@ import pytest
 from services.kv.frames import HEADER
 from services.kv.receiver import KvReceiver, ReceiverLimits, TransferTable
 from tests.services.kv.test_kv_sockets import WAIT_S, _free_port, _transfer_completes
+from tests.waiting import until
 
 FRAME_DATA = 1_000_000  # one frame's payload: its encoding just fits the 1 MiB per-connection cap
 PEERS = 16
-
-async def _until(condition, what: str) -> None:
-    async with asyncio.timeout(WAIT_S):
-        while not condition():
-            await asyncio.sleep(0.01)
-    assert condition(), what
-
 
 @pytest.fixture
 async def receiver():
@@ -66,7 +60,7 @@ async def test_frames_of_many_peers_are_read_within_the_total_buffer_budget(rece
     try:
         tracemalloc.reset_peak()
         before = tracemalloc.get_traced_memory()[0]
-        await _until(lambda: rx.connections == PEERS and rx.buffered_bytes + (1 << 20) > budget,
+        await until(lambda: rx.connections == PEERS and rx.buffered_bytes + (1 << 20) > budget,
                      "every peer connected and the budget filled")
         peer.stdin.write(b"finish\n")
         for i in range(PEERS):
@@ -95,14 +89,14 @@ async def test_a_frame_longer_than_the_per_connection_cap_is_refused_unread(rece
 async def test_connections_past_the_cap_are_closed_and_the_rest_serve(receiver):
     rx, table, port = await receiver(max_connections=3)
     held = [await asyncio.open_connection("127.0.0.1", port) for _ in range(3)]
-    await _until(lambda: rx.connections == 3, "three connections admitted")
+    await until(lambda: rx.connections == 3, "three connections admitted")
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     assert await asyncio.wait_for(reader.read(), WAIT_S) == b""  # closed at once
     writer.close()
     assert rx.refused_connections == 1
     for _, w in held:
         w.close()
-    await _until(lambda: rx.connections == 0, "the held connections closed")
+    await until(lambda: rx.connections == 0, "the held connections closed")
     await _transfer_completes(table, port, "after-cap")
 
 
@@ -115,7 +109,7 @@ async def test_an_idle_connection_and_a_stalled_frame_are_closed_at_their_deadli
         assert await asyncio.wait_for(reader.read(), WAIT_S) == b""
     idle_writer.close()
     stalled_writer.close()
-    await _until(lambda: rx.connections == 0 and rx.buffered_bytes == 0, "both freed")
+    await until(lambda: rx.connections == 0 and rx.buffered_bytes == 0, "both freed")
     await _transfer_completes(table, port, "after-deadlines")
 
 

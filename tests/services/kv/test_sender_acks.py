@@ -10,16 +10,7 @@ import socket
 from services.kv.frames import ACK, split_payload
 from services.kv.receiver import KvReceiver, TransferTable
 from services.kv.sender import KvSender
-
-WAIT_S = 10.0
-
-
-async def _until(condition, waiting_on: asyncio.Future | None = None) -> None:
-    """Until `condition()` holds, within WAIT_S; it turns on bytes arriving on a socket."""
-    async with asyncio.timeout(WAIT_S):
-        while not condition():
-            await asyncio.wait([waiting_on] if waiting_on else [asyncio.ensure_future(asyncio.sleep(0.01))],
-                               timeout=0.01)
+from tests.waiting import WAIT_S, until
 
 
 async def _acking_server(handler):
@@ -56,7 +47,7 @@ async def test_transfers_a_real_receiver_acknowledged_are_no_longer_counted_as_a
             await sender.send(rid, 250_000, frame_bytes=100_000)
         (conn,) = sender._open
         assert conn.frames_written == 6
-        await _until(lambda: not conn.sent)
+        await until(lambda: not conn.sent, "both transfers acknowledged")
         assert conn.frames_acked == 6 and table.bytes_received == 500_000
     finally:
         await sender.close()
@@ -78,7 +69,7 @@ async def test_a_broken_connection_reports_only_the_transfers_not_acknowledged()
     try:
         await sender.send("t1", 1000)
         (conn,) = sender._open
-        await _until(lambda: conn.frames_acked == 1)
+        await until(lambda: conn.frames_acked == 1, "t1 acknowledged")
         await sender.send("t2", 1000)
         await asyncio.wait_for(reported.wait(), WAIT_S)
         assert lost == [["t2"]]
@@ -112,10 +103,10 @@ async def test_a_stopped_transfer_alone_in_flight_is_cut_by_a_reset():
     try:
         await sender.send("t1", 1000)
         (conn,) = sender._open
-        await _until(lambda: conn.frames_acked == 1)
+        await until(lambda: conn.frames_acked == 1, "t1 acknowledged")
         cancel = asyncio.Event()
         cut = asyncio.ensure_future(sender.send("t2", frame, cancel, frame_bytes=frame))
-        await _until(lambda: conn.writer.transport.get_write_buffer_size() > 0, cut)  # the slices back up
+        await until(lambda: cut.done() or conn.writer.transport.get_write_buffer_size() > 0, "the slices backed up")
         cancel.set()
         go.set()  # the next slice drains, and the sender sees the stop
         result = await asyncio.wait_for(cut, WAIT_S)

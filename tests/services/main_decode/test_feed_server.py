@@ -9,6 +9,7 @@ import pytest
 from services.main_decode.feed import FeedClosed, FeedTable
 from services.main_decode.feed_server import FeedServer
 from services.rpc import feed_wire
+from tests.waiting import until
 
 DEADLINE_S = 5.0
 
@@ -73,7 +74,7 @@ async def test_a_subscriber_that_hangs_up_closes_its_feed_and_fails_the_calls_wr
     await subscriber.value()
     feed = feeds.get("router")
     subscriber.writer.close()
-    await asyncio.wait_for(_until(lambda: feed.closed), DEADLINE_S)
+    await until(lambda: feed.closed, "the feed closed", DEADLINE_S)
     assert feeds.get("router") is None and not server.connections
     with pytest.raises(FeedClosed):
         feed.put("a", 0, 1)
@@ -103,8 +104,3 @@ async def test_a_bad_hello_is_cut_off_and_the_port_keeps_serving(served):
     assert await bad.value() is None and len(feeds) == 0
     good = await Subscriber.connect(server)
     assert await good.value() == [[], [], []]
-
-
-async def _until(condition) -> None:
-    while not condition():
-        await asyncio.sleep(0.01)

@@ -10,11 +10,7 @@ from services.main_decode.feed_server import FeedServer
 from services.router.feed import TokenFeed, grpc_feed, tcp_feed
 from services.rpc import feed_wire
 from services.types import ErrorKind, RoleError
-
-
-async def _until(condition) -> None:
-    while not condition():
-        await asyncio.sleep(0.01)
+from tests.waiting import until
 
 
 @contextlib.asynccontextmanager
@@ -26,7 +22,7 @@ async def open_feed(heartbeat_s: float = feed_wire.HEARTBEAT_S):
     feed = TokenFeed(tcp_feed(f"127.0.0.1:{server.port}"), "decode")
     feed.start()
     try:
-        await asyncio.wait_for(_until(lambda: feed.open), 5)
+        await until(lambda: feed.open, "the feed opened", 5)
         yield feeds, server, feed
     finally:
         await feed.close()
