@@ -17,6 +17,7 @@ timestamps are ignored: Locust's users set the pace.
 from __future__ import annotations
 
 import csv
+import logging
 import os
 import random
 import time
@@ -32,6 +33,8 @@ from loadgen.spec import parse_spec
 from loadgen.sse import SseLineDecoder, StreamError, StreamTally, error_message
 from loadgen.tokens import DEFAULT_VOCAB
 from loadgen.workloads import build_workload
+
+log = logging.getLogger(__name__)
 
 ENDPOINT = "/v1/completions"
 DEADLINE_S = float(os.environ.get("PDD_TIMEOUT_S", "300"))  # send to last byte, like the bench client
@@ -135,6 +138,7 @@ class CompletionUser(FastHttpUser):
             except (StreamError, OSError) as caught:
                 error = caught
                 response.failure(str(caught))
+                log.warning("%s failed: %s", plan.request_id, caught)  # Locust's table groups by error, not request
         self._fire(tally, plan, error)
         return None if error else tally
 

@@ -16,6 +16,7 @@ import asyncio
 import csv
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -38,6 +39,8 @@ RSS_GROWTH_BOUND_KIB = 64 * 1024
 LOCUST_GRACE_S = 120.0
 REQUEST_DEADLINE_S = 60.0
 REST_WAIT_S = 30.0
+FLAGGED = re.compile(r"\b(WARNING|ERROR|CRITICAL)\b")  # the mesh's "name LEVEL logger:" and Locust's "host/LEVEL/"
+WARNINGS_SHOWN = 5  # per process, the last ones: a failed request's trail through the mesh
 
 
 class SoakError(RuntimeError):
@@ -54,6 +57,8 @@ class SoakReport:
     ttft_ms: dict[str, float]
     rss_kib: dict[str, dict[str, int | None]]
     violations: list[str] = field(default_factory=list)
+    failure_reasons: list[str] = field(default_factory=list)  # Locust's, with how often each was seen
+    mesh_warnings: dict[str, list[str]] = field(default_factory=dict)  # the last WARNING/ERROR lines, by process
 
     @property
     def ok(self) -> bool:
@@ -69,6 +74,9 @@ class SoakReport:
                  "  RSS KiB (after the warm-up, at 60% of the run, at the end):"]
         lines += [f"    {name:<26} {v['start']} -> {v['mid']} -> {v['end']}" for name, v in self.rss_kib.items()]
         lines += [f"  VIOLATION: {v}" for v in self.violations]
+        lines += [f"  failed: {reason}" for reason in self.failure_reasons]
+        for name, warnings in self.mesh_warnings.items():
+            lines += [f"  {name} logged:"] + [f"    {line}" for line in warnings]
         return "\n".join(lines)
 
 
@@ -103,11 +111,35 @@ def run_soak(duration_s: float, users: int | None, run_dir: Path | None, seed: i
     report.violations += [f"not at rest after the run: {reason}" for reason in busy]
     if failures or not requests:
         report.violations.append(f"{failures} of {requests} requests failed (see {run_dir}/locust_failures.csv)")
+        report.failure_reasons = failure_reasons(run_dir / "locust_failures.csv")
+    if not report.ok:  # the CI log may be all a reader has of the run
+        report.mesh_warnings = mesh_warnings(run_dir / "logs")
     for name, rss in report.rss_kib.items():
         if rss["start"] and rss["end"] and rss["end"] - rss["start"] > RSS_GROWTH_BOUND_KIB:
             report.violations.append(f"{name} grew {rss['end'] - rss['start']} KiB after its warm-up "
                                      f"(bound {RSS_GROWTH_BOUND_KIB})")
     return report
+
+
+def failure_reasons(failures_csv: Path) -> list[str]:
+    """Each error Locust recorded, most frequent first, as 'N x error'."""
+    try:
+        with open(failures_csv, newline="") as rows:
+            counted = [(int(row["Occurrences"]), row["Error"]) for row in csv.DictReader(rows)]
+    except FileNotFoundError:
+        return []
+    return [f"{count} x {error}" for count, error in sorted(counted, key=lambda c: -c[0])]
+
+
+def mesh_warnings(log_dir: Path, shown: int = WARNINGS_SHOWN) -> dict[str, list[str]]:
+    """The last `shown` WARNING or ERROR lines of each process's log, for the processes that logged any."""
+    found: dict[str, list[str]] = {}
+    for log in sorted(log_dir.glob("*.log")):
+        with open(log, errors="replace") as lines:
+            flagged = [line.rstrip() for line in lines if FLAGGED.search(line)]
+        if flagged:
+            found[log.stem] = flagged[-shown:]
+    return found
 
 
 async def _left_busy(mesh: ChaosMesh) -> list[str]:
@@ -129,6 +161,7 @@ def _locust(url: str, csv_prefix: Path, duration_s: float, users: int, seed: int
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=duration_s + LOCUST_GRACE_S)
     except subprocess.TimeoutExpired as exc:
         raise SoakError(f"Locust did not end within {duration_s + LOCUST_GRACE_S:.0f} s") from exc
+    (csv_prefix.parent / "logs" / "locust.log").write_text(done.stderr)
     if done.returncode != 0:
         raise SoakError(f"Locust exited {done.returncode} after {time.monotonic() - started:.0f} s: "
                         f"{done.stderr[-2000:]}")

@@ -36,6 +36,9 @@ log = logging.getLogger(__name__)
 SLICE_BYTES = 16 * 1024
 SEND_BUFFER_BYTES = 8 * 1024
 RECENT_TRANSFERS = 64  # per connection, not yet acknowledged: what a broken connection may have swallowed
+# A retired connection's earlier transfers are whole at the receiver by its frame deadline
+# (services/kv/receiver.py ReceiverLimits.frame_read_s), unless they were lost.
+RETIRED_READ_S = 120.0
 
 
 class TransferCancelled(RuntimeError):
@@ -62,6 +65,7 @@ class _Connection:
     frames_acked: int = 0
     watcher: asyncio.Task | None = None
     broken: bool = False
+    deadline: asyncio.TimerHandle | None = None  # retired: the last wait for the receiver to end it
 
     def frames_before(self, request_id: str) -> int:
         """Frames written on this connection before the transfer's first; its earlier parts are its own."""
@@ -77,23 +81,29 @@ class _Connection:
         self.writer.close()
 
     def retire(self) -> None:
-        """Close after what is buffered, reporting nothing lost: the earlier transfers' bytes still
-        arrive, and the receiver drops the cut frame at the end of the stream."""
-        if self.watcher is not None:
-            self.watcher.cancel()
-        self.writer.close()
+        """Stop writing after what is buffered, and go on reading the receiver's counts until it ends
+        the connection: closed outright, the socket would answer the counts still coming with a
+        reset, and the reset drops the earlier transfers' bytes wherever they wait. The receiver
+        drops the cut frame at the end of the stream, and the watcher reports whatever is still
+        unacknowledged then, or at RETIRED_READ_S (docs/mesh.md §Frames)."""
+        if self.writer.can_write_eof():
+            self.writer.write_eof()
+        self.deadline = asyncio.get_running_loop().call_later(RETIRED_READ_S, self.writer.close)
 
-    def cut(self, frames_before: int) -> None:
-        """Give up a stopped transfer's connection. With every frame before the transfer's
-        acknowledged, a reset drops its bytes wherever they wait (buffers, a link's queue), as the
-        simulation's link forgets a closed connection's queue; otherwise retire, so the earlier
-        transfers still land (docs/mesh.md §Frames)."""
-        if self.frames_acked < frames_before:
-            self.retire()
-            return
+    def cut(self) -> None:
+        """Reset: a stopped transfer alone in flight, its bytes dropped wherever they wait (buffers, a
+        link's queue), as the simulation's link forgets a closed connection's queue."""
         if self.watcher is not None:
             self.watcher.cancel()
         abort_with_reset(self.writer.transport)
+
+    def shut(self) -> None:
+        """Close at once, reporting nothing: the sender is shutting down."""
+        if self.watcher is not None:
+            self.watcher.cancel()
+        if self.deadline is not None:
+            self.deadline.cancel()
+        self.writer.close()
 
 
 class KvSender:
@@ -130,6 +140,9 @@ class KvSender:
             pass
         conn.broken = True
         self._open.discard(conn)
+        if conn.deadline is not None:  # retired: the receiver ended it, or the deadline did
+            conn.deadline.cancel()
+            conn.close()
         lost = [request_id for request_id, _ in conn.sent]
         conn.sent.clear()
         if lost and self.on_lost is not None:
@@ -185,11 +198,18 @@ class KvSender:
 
         Cut mid-frame, the stream cannot go on: the connection is not reused, as the simulation's
         link closes it. Stopped between frames it can, unless only the transfer's own bytes are in
-        flight, which a reset then drops (_Connection.cut)."""
-        if not mid_frame and (conn.frames_acked >= conn.frames_written or conn.frames_acked < frames_before):
+        flight, which a reset then drops (_Connection.cut). Earlier transfers' bytes in flight must
+        land, so a connection that still carries them is retired, never reset."""
+        earlier_in_flight = conn.frames_acked < frames_before
+        if not mid_frame and (conn.frames_acked >= conn.frames_written or earlier_in_flight):
             return conn  # nothing in flight, or an earlier transfer's bytes that must land
-        self._open.discard(conn)
-        conn.cut(frames_before)
+        if earlier_in_flight:
+            log.info("retiring a KV connection to %s:%d: %d earlier frames still unacknowledged",
+                     self.host, self.port, frames_before - conn.frames_acked)
+            conn.retire()  # stays open, and watched, until the receiver ends it
+        else:
+            self._open.discard(conn)
+            conn.cut()
         return None
 
     @staticmethod
@@ -206,6 +226,6 @@ class KvSender:
     async def close(self) -> None:
         watchers = [c.watcher for c in self._open if c.watcher is not None]
         for conn in list(self._open):
-            conn.retire()  # shutting down: nothing to report
+            conn.shut()
         self._open.clear()
         await asyncio.gather(*watchers, return_exceptions=True)

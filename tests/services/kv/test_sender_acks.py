@@ -7,8 +7,11 @@ from __future__ import annotations
 import asyncio
 import socket
 
+from netem.config import LinkConfig
+from netem.link import UserspaceLink
 from services.kv.frames import ACK, split_payload
 from services.kv.receiver import KvReceiver, TransferTable
+from services.kv import sender as sender_module
 from services.kv.sender import KvSender
 from tests.waiting import WAIT_S, until
 
@@ -118,6 +121,70 @@ async def test_a_stopped_transfer_alone_in_flight_is_cut_by_a_reset():
         assert len(sender._open) == 1 and next(iter(sender._open)) is not conn
     finally:
         go.set()
+        await sender.close()
+        server.close()
+        await server.wait_closed()
+
+
+async def test_a_retired_connection_still_delivers_the_earlier_transfer_its_acknowledgements_follow():
+    """Stopped with an earlier transfer still crossing a slow line, the connection stops writing but
+    goes on reading the receiver's counts: closed outright, it would answer them with a reset, and
+    the line would drop the earlier transfer's queued bytes with it."""
+    table = TransferTable()
+    receiver = KvReceiver(table, "127.0.0.1", 0)
+    await receiver.start()
+    slow = LinkConfig.model_validate({"up": {"rate": "8mbit", "queue": 64 * 1024}})
+    lost: list[list[str]] = []
+    earlier, frame = 1024 * 1024, 4 * 2**20
+    async with UserspaceLink(("127.0.0.1", 0), receiver._server.sockets[0].getsockname(), slow) as link:
+        sender = KvSender(*link.listen_address, connections=1, on_lost=lost.append)
+        try:
+            await sender.send("t1", earlier, frame_bytes=16 * 1024)  # handed over; its tail still queued
+            (conn,) = sender._open
+            cancel = asyncio.Event()
+            cut = asyncio.ensure_future(sender.send("t2", frame, cancel, frame_bytes=frame))
+            await until(sender._idle.empty, "t2 took the connection and wrote its first slice")
+            assert conn.frames_acked < conn.frames_written  # t1 is not all across
+            cancel.set()
+            assert (await asyncio.wait_for(cut, WAIT_S)).cancelled
+            await until(lambda: table.bytes_received == earlier, "every frame of t1 received")
+            await until(lambda: conn.broken, "the receiver ended the retired connection")
+            assert link.stats()["up"]["resets"] == 0 and lost == [] and not sender._open
+        finally:
+            await sender.close()
+    await receiver.stop()
+
+
+async def test_a_retired_connection_the_receiver_never_ends_is_closed_at_its_deadline(monkeypatch):
+    """A receiver that reads to the end but neither acknowledges nor closes: the sender waits
+    RETIRED_READ_S, then closes and reports the earlier transfer it never heard of as lost."""
+    monkeypatch.setattr(sender_module, "RETIRED_READ_S", 0.2)
+    go, released = asyncio.Event(), asyncio.Event()
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await go.wait()
+        while await reader.read(2**16):
+            pass
+        await released.wait()  # holds the connection open, saying nothing
+        writer.close()
+
+    server, port = await _acking_server(silent)
+    reported = asyncio.Event()
+    lost: list[list[str]] = []
+    sender = KvSender("127.0.0.1", port, connections=1, on_lost=lambda ids: (lost.append(ids), reported.set()))
+    try:
+        await sender.send("t1", 1000)
+        cancel = asyncio.Event()
+        cut = asyncio.ensure_future(sender.send("t2", 4 * 2**20, cancel, frame_bytes=4 * 2**20))
+        await until(sender._idle.empty, "t2 took the connection and wrote its first slice")
+        cancel.set()
+        go.set()
+        assert (await asyncio.wait_for(cut, WAIT_S)).cancelled
+        await asyncio.wait_for(reported.wait(), WAIT_S)
+        assert lost == [["t1"]] and not sender._open
+    finally:
+        go.set()
+        released.set()
         await sender.close()
         server.close()
         await server.wait_closed()
