@@ -122,10 +122,12 @@ def run_soak(duration_s: float, users: int | None, run_dir: Path | None, seed: i
 
 
 def failure_reasons(failures_csv: Path) -> list[str]:
-    """Each error Locust recorded, most frequent first, as 'N x error'."""
+    """Each error of a failed request, most frequent first, as 'N x error'. Locust records a failure
+    twice, as the POST's and as the E2E measurement's; the report counts E2E's."""
     try:
         with open(failures_csv, newline="") as rows:
-            counted = [(int(row["Occurrences"]), row["Error"]) for row in csv.DictReader(rows)]
+            counted = [(int(row["Occurrences"]), row["Error"]) for row in csv.DictReader(rows)
+                       if row["Method"] == "E2E"]
     except FileNotFoundError:
         return []
     return [f"{count} x {error}" for count, error in sorted(counted, key=lambda c: -c[0])]

@@ -6,9 +6,11 @@ from services.chaos.soak import SoakReport, failure_reasons, mesh_warnings
 def test_failure_reasons_are_counted_most_frequent_first(tmp_path):
     table = tmp_path / "locust_failures.csv"
     table.write_text("Method,Name,Error,Occurrences,First Seen,Last Seen\n"
-                     "POST,/v1/completions,HTTP 503: draining,1,0,0\n"
-                     "POST,/v1/completions,\"no complete answer within 60s\",3,0,0\n")
-    assert failure_reasons(table) == ["3 x no complete answer within 60s", "1 x HTTP 503: draining"]
+                     "E2E,/v1/completions,StreamError('HTTP 503: draining'),1,0,0\n"
+                     "POST,/v1/completions,CatchResponseError('HTTP 503: draining'),1,0,0\n"
+                     "E2E,/v1/completions,\"StreamError('no complete answer within 60s')\",3,0,0\n")
+    assert failure_reasons(table) == ["3 x StreamError('no complete answer within 60s')",
+                                      "1 x StreamError('HTTP 503: draining')"]  # the POST's copy left out
     assert failure_reasons(tmp_path / "absent.csv") == []
 
 
