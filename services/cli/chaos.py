@@ -32,7 +32,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print the whole report as JSON")
     p.add_argument("--seed", type=int, default=0, help="seed of the traffic and of random fault values")
     p.add_argument("--run-dir", type=Path, default=None, help="plan and logs of the mesh (default: a temp dir)")
-    p.add_argument("--duration", default="300s", help=f"{SOAK} only: how long Locust runs (default 300s)")
+    p.add_argument("--duration", default="300s",
+                   help=f"{SOAK} only: how long Locust runs (default 300s; its 64 MiB RSS bound is a 5-minute one: "
+                        "host-memory prefix tiers keep filling for 40-80 minutes, docs/reliability.md §Load)")
     p.add_argument("--users", type=int, default=None, help=f"{SOAK} only: Locust users (default: the rated load)")
     p.set_defaults(func=run)
 
