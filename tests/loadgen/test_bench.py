@@ -9,6 +9,7 @@ import pytest
 from loadgen.bench import BenchConfig, BenchError, run_bench
 from tests.loadgen.conftest import MODEL, answer_ids
 from tests.tolerance import assert_at_least, assert_close
+from tests.waiting import until
 
 SAMPLE = Path(__file__).resolve().parents[2] / "loadgen" / "samples" / "mooncake-sample.jsonl"
 RECORD_FIELDS = {"id", "session", "turn", "prompt_tokens", "output_tokens", "ttft_s", "tpot_s", "e2e_s", "itl_s",
@@ -198,9 +199,8 @@ async def test_cancelling_the_run_keeps_partial_results(fake_router, tmp_path):
     fake_router.fail = lambda served: "stall" if served.request_id.endswith("-t1") else None
     cfg = config(fake_router, tmp_path, "agentic:context=2K,output=4,think=0,turns=3", rate=50, duration_s=60)
     run = asyncio.ensure_future(run_bench(cfg))
-    async with asyncio.timeout(20):
-        while not any(s.request_id.endswith("-t1") for s in fake_router.served):
-            await asyncio.sleep(0.01)
+    await until(lambda: any(s.request_id.endswith("-t1") for s in fake_router.served),
+                "a second turn reached the router", 20)
     run.cancel()
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(run, timeout=20)

@@ -6,6 +6,8 @@ import signal
 import sys
 from pathlib import Path
 
+from tests.waiting import until
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -23,9 +25,8 @@ async def test_sigint_stops_cleanly_and_keeps_partial_results(fake_router, tmp_p
                               "agentic:context=2K,output=4,think=0,turns=3",
                               "--rate", "20", "--duration", "120s", "--out", str(out))
     try:
-        async with asyncio.timeout(60):
-            while not any(s.request_id.endswith("-t1") for s in fake_router.served):
-                await asyncio.sleep(0.02)
+        await until(lambda: any(s.request_id.endswith("-t1") for s in fake_router.served),
+                    "a second turn reached the router", 60, poll_s=0.02)
         process.send_signal(signal.SIGINT)
         stdout, stderr = await asyncio.wait_for(process.communicate(), timeout=60)
     finally:

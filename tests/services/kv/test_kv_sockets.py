@@ -14,8 +14,7 @@ from services.kv.frames import HEADER, MAX_FRAME_BYTES, KvFrame, split_payload
 from services.kv.receiver import KvReceiver, TransferTable
 from services.kv.sender import KvSender
 from tests.integration.mesh import get_json, plan_of, running_mesh
-
-WAIT_S = 10.0
+from tests.waiting import WAIT_S, until
 
 
 def _free_port() -> int:
@@ -135,9 +134,8 @@ async def test_a_cancelled_transfer_is_cut_mid_frame_and_its_connection_retired(
         await sender.send("t1", 1000)
         cancel = asyncio.Event()
         cut = asyncio.ensure_future(sender.send("t2", frame, cancel, frame_bytes=frame))
-        async with asyncio.timeout(WAIT_S):
-            while not any(c.writer.transport.get_write_buffer_size() for c in sender._open):
-                await asyncio.wait([cut], timeout=0.01)  # until the frame's slices back up
+        await until(lambda: cut.done() or any(c.writer.transport.get_write_buffer_size() for c in sender._open),
+                    "the frame's slices backed up")
         cancel.set()
         go.set()
         result = await asyncio.wait_for(cut, WAIT_S)
@@ -166,9 +164,7 @@ async def test_a_streamed_transfer_in_parts_completes_only_with_its_first_token(
         for seqs in (range(0, 3), range(3, 7), range(7, 10)):  # one part per prefill chunk
             await sender.send("s1", real, frame_bytes=100_000, seqs=seqs)
         assert sender.transfers == 1 and sender.bytes_sent == real
-        async with asyncio.timeout(WAIT_S):
-            while table.bytes_received < real:  # the frames are in flight on the socket
-                await asyncio.wait([waiting], timeout=0.01)
+        await until(lambda: waiting.done() or table.bytes_received >= real, "every byte of s1 received")
         assert not waiting.done()  # every byte, but no first token yet
         table.announce("s1", 10, real, real * 1000, first_token=5, num_tokens=40)
         transfer = await waiting

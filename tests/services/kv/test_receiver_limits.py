@@ -10,8 +10,8 @@ import pytest
 
 from services.kv.frames import HEADER
 from services.kv.receiver import KvReceiver, ReceiverLimits, TransferTable
-from tests.services.kv.test_kv_sockets import WAIT_S, _free_port, _transfer_completes
-from tests.waiting import until
+from tests.services.kv.test_kv_sockets import _free_port, _transfer_completes
+from tests.waiting import WAIT_S, until
 
 FRAME_DATA = 1_000_000  # one frame's payload: its encoding just fits the 1 MiB per-connection cap
 PEERS = 16

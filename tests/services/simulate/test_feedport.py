@@ -15,6 +15,7 @@ from services.simulate.feedport import PushedFeed
 from services.simulate.outage import OutageMesh
 from services.simulate.wiring import simulated_plan
 from tests.services.simulate.on_virtual_time import on_virtual_time
+from tests.waiting import until
 
 DELAY_S = 0.02
 DEADLINE_S = 5.0  # virtual seconds
@@ -136,9 +137,7 @@ def test_the_router_reads_every_decode_feed_pushed(preset):
             peers = mesh.router.peers
             for name, feed in peers.feeds.items():
                 feed.start()
-            async with asyncio.timeout(DEADLINE_S):
-                while not all(feed.open for feed in peers.feeds.values()):
-                    await asyncio.sleep(0.01)
+            await until(lambda: all(feed.open for feed in peers.feeds.values()), "every feed open", DEADLINE_S)
             assert all(len(mesh.servicers[name].feeds) == 1 for name in peers.feeds)
 
     on_virtual_time(main)
