@@ -16,6 +16,9 @@ A message is cut only where the cut changes the result:
   cut, so a rate change acts on the rest of a message as it does in the mesh;
 - into at most a quarter of the queue bound, so the bound pauses the sender and
   resumes it at 75% as the mesh's sockets are paused.
+A message enters a piece per loop pass, as the mesh's link reads every ready
+connection once a pass: messages entering together share the line, none runs a
+queue's worth ahead of the others.
 Timers are the loop's own, armed without lead: on a virtual loop every delivery
 lands exactly on its deadline.
 """
@@ -105,17 +108,31 @@ class _Message:
         self._conn, self._flow, self._sender = conn, flow, sender
         self.remaining = nbytes
 
-    def go_on(self) -> None:
-        """Feed one piece (the sender was just woken), then more while the sender may go on."""
+    def go_on(self, again: bool = False) -> None:
+        """Feed one piece, and the next in the loop's next pass while the sender may go on.
+
+        The mesh's link reads every ready connection once per loop pass, at most a quarter of the
+        queue bound each, and a pause at the bound takes effect at the pass's end (docs/netem.md,
+        "Sharing the line"), so messages entering together share the line piece by piece. A message
+        that fed all it could at once would run a queue's worth ahead of the others. A woken message
+        feeds its piece whatever the bound did earlier in the pass (`again` False); a further turn
+        only while the sender has not been paused since."""
         conn, flow, state = self._conn, self._flow, self._flow.direction
-        while self.remaining and not conn.closed:
-            piece = min(self.remaining, state.piece_bytes or MAX_PIECE_BYTES,
-                        max(1, state.config.queue_bytes // QUEUE_PIECES))
-            flow.feed(conn.link.zeros(piece))
-            self.remaining -= piece
-            if self.remaining and not self._sender.resumed:
-                self._sender.wait(self)  # the queue bound (or a reset) decides when the sender may go on
-                return
+        if conn.closed or not self.remaining:
+            return
+        if again and not self._sender.resumed:
+            self._sender.wait(self)
+            return
+        piece = min(self.remaining, state.piece_bytes or MAX_PIECE_BYTES,
+                    max(1, state.config.queue_bytes // QUEUE_PIECES))
+        flow.feed(conn.link.zeros(piece))
+        self.remaining -= piece
+        if not self.remaining:
+            return
+        if self._sender.resumed:
+            asyncio.get_running_loop().call_soon(self.go_on, True)
+        else:
+            self._sender.wait(self)  # the queue bound (or a reset) decides when the sender may go on
 
 
 class _Receiver:

@@ -40,7 +40,11 @@ def test_one_message_takes_propagation_plus_size_over_rate():
     assert_close(took, 0.035 + 250 * MB * 8 / 2e9, rel=1e-9, what="delivery of 250 MB")
 
 
-def test_back_to_back_messages_queue_on_the_shared_line():
+def test_messages_sent_together_share_the_line_piece_by_piece():
+    # Four connections each send a message at once, as four TCP connections through one bottleneck do:
+    # the mesh's link reads each ready connection once a loop pass (docs/netem.md, "Sharing the line"),
+    # so the line serves them in turn, and each ends when the smaller ones and its own share have
+    # crossed (processor sharing). Fed whole, the first would have ended after its own 40 MB.
     sizes = [40 * MB, 5 * MB, 20 * MB, 1 * MB]
 
     async def body(link, loop):
@@ -51,10 +55,34 @@ def test_back_to_back_messages_queue_on_the_shared_line():
         return await asyncio.gather(*(one(n) for n in sizes))
 
     done = _virtual(LinkConfig.symmetric(delay="10ms", rate="800mbit"), body)
-    sent = 0
+    ordered = sorted(sizes)
+    piece_s = 2e-3  # a piece is 2 ms of line time; each message's last one may wait a round
     for size, at in zip(sizes, done):
-        sent += size
-        assert_close(at, 0.010 + sent * 8 / 800e6, rel=1e-9, what=f"message of {size} bytes")
+        k = ordered.index(size)
+        shared = sum(ordered[:k]) + (len(sizes) - k) * size
+        assert_close(at, 0.010 + shared * 8 / 800e6, rel=0.0, abs_=len(sizes) * piece_s, what=f"{size} bytes")
+    assert_close(max(done), 0.010 + sum(sizes) * 8 / 800e6, rel=1e-9, what="the last byte of all four")
+
+
+def test_a_message_started_later_shares_the_line_held_by_the_bound():
+    # The first message fills the 64 KiB queue; the second starts 154 ms later. From then on the
+    # bound's every release lets each feed one piece, as the real link reads each connection once a
+    # pass: through the userspace link on loopback the first ended at 0.66-0.68 s and the second at
+    # 0.865 s (docs/simulate.md, "Transfers sharing a line"). Feeding all it could per release, the
+    # first message took two pieces to the second's one and ended at 0.54 s.
+    async def body(link, loop):
+        first, second = link.connect(), link.connect()
+
+        async def one(conn, start):
+            await asyncio.sleep(start)
+            await conn.send("up", 537_000)
+            return loop.time()
+
+        return await asyncio.gather(one(first, 0.0), one(second, 0.154))
+
+    first, second = _virtual(LinkConfig.symmetric(rate="10mbit", delay="5ms", queue=67108), body)
+    assert_close(second, 0.005 + 2 * 537_000 * 8 / 10e6, rel=1e-3, what="the second message's end")
+    assert_close(first, 0.66, rel=0.02, what="the first message's end, sharing the line from 0.154 s on")
 
 
 def test_directions_are_separate_lines():
