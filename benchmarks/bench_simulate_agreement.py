@@ -1,7 +1,7 @@
 """The simulation against the mesh on every -mini preset: the same workload and seed, request by request.
 
     python -m benchmarks.bench_simulate_agreement [--duration 20] [--concurrency 1] [--workload SPEC]
-        [--ramp S] [--window-from S] [--dilation K]
+        [--ramp S] [--window-from S] [--dilation K] [--paced]
 
 For each preset, a bench on a real mesh (`pdd-emu up`'s processes) and a simulation
 of the same workload and seed (services/simulate/agreement.py). Printed per preset
@@ -18,7 +18,10 @@ With `--dilation K` the mesh runs K times slower than real time (services/experi
 its steps and links, and the closed loop's think time and schedule, stretched by K) and its records
 are read back in emulated time, so its own per-request cost counts 1/K as much; the simulation is
 the same run as without. A gap that is the mesh's own overhead shrinks as 1/K; a modelling gap
-does not (docs/simulate.md, "The mesh's overhead under dilation").
+does not (docs/simulate.md, "The mesh's overhead under dilation"). With `--paced` the simulation runs
+first and the mesh's closed loop sends each request at the simulation's send time (or as soon as its
+previous answer is in, if later), so a difference in one answer does not move every later send of
+that user (docs/simulate.md, "Paced by the simulation's sends").
 """
 
 from __future__ import annotations
@@ -84,15 +87,17 @@ def _emulated(run: Driven, k: float) -> Driven:
 
 def one(preset: str, args: argparse.Namespace) -> None:
     k = args.dilation
+    run = run_simulation(load_scenario(preset), args.workload, concurrency=args.concurrency, duration_s=args.duration,
+                         seed=args.seed, ramp_s=args.ramp)
+    # Paced: the mesh sends each request at the simulation's instant (dilated), not after its own answers.
+    send_at = {r.id: r.send_s * k for r in run.records} if args.paced else None
     config = BenchConfig(url="http://unused", workload=dilate_workload(args.workload, k), out_dir=".",
                          concurrency=args.concurrency, duration_s=args.duration * k, seed=args.seed, progress=False)
     with tempfile.TemporaryDirectory() as tmp, mesh(preset, Path(tmp), dilation=k) as (url, plan):
         _lag_p99(plan, reset=True)
-        driven = asyncio.run(bench_mesh(url, config.model_copy(update={"url": url}), args.ramp * k))
+        driven = asyncio.run(bench_mesh(url, config.model_copy(update={"url": url}), args.ramp * k, send_at))
         mesh_run = _window(_emulated(driven, k), args)
         lag = _lag_p99(plan)
-    run = run_simulation(load_scenario(preset), args.workload, concurrency=args.concurrency, duration_s=args.duration,
-                         seed=args.seed, ramp_s=args.ramp)
     sim = _window(Driven(run.records, run.outputs, None, args.concurrency, 0), args)
     agreement = compare(mesh_run, sim)
     cells = []
@@ -116,10 +121,14 @@ def main() -> None:
     parser.add_argument("--window-from", type=float, default=0.0, help="compare requests sent from this second on")
     parser.add_argument("--dilation", type=float, default=1.0,
                         help="run the mesh this many times slower than real time, read back in emulated time")
+    parser.add_argument("--paced", action="store_true",
+                        help="send each mesh request at the simulation's send time (or when ready, if later) "
+                             "instead of after the mesh's own answers and think time")
     args = parser.parse_args()
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; {args.workload}, "
           f"concurrency {args.concurrency}, {args.duration:g} s, seed {args.seed}, ramp {args.ramp:g} s, "
-          f"window from {args.window_from:g} s, mesh at time dilation {args.dilation:g} "
+          f"window from {args.window_from:g} s, mesh at time dilation {args.dilation:g}"
+          f"{', paced by the simulation' if args.paced else ''} "
           "(its lag in real ms)")
     print("| preset | requests | same text | same pipeline | TTFT p50/p90/p99 mesh:sim ms | TPOT | E2E | "
           "mesh lag p99 ms | extra ms: HTTP | intake | KV | KV worst | TTFT | bounds broken |")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from loadgen.bench.dispatch import Dispatcher, RunClock
 from loadgen.bench.records import RequestRecord
@@ -56,12 +56,17 @@ async def drive_open_loop(
 
 async def drive_closed_loop(workload: Workload, dispatcher: Dispatcher, clock: RunClock, concurrency: int,
                             ramp_s: float = 0.0, starts: Sequence[float] | None = None,
-                            on_send: Callable[[], None] | None = None) -> None:
+                            on_send: Callable[[], None] | None = None,
+                            send_at: Mapping[str, float] | None = None) -> None:
     """`concurrency` users; with `ramp_s`, user i joins at i x ramp_s / concurrency instead of all at once
     (a population that arrives at once sends every first turn, fresh and uncached, in one burst).
 
     `starts` gives each user's join time instead (a staircase of populations, services/experiments/steady.py),
-    and `on_send` is called as each request leaves, answered or not.
+    and `on_send` is called as each request leaves, answered or not. `send_at` (request id -> offset) sends
+    each request it names at that offset instead of after its think time, or as soon as it is ready if
+    that is later (its previous answer still out): a run paced by another run's sends, so that what one
+    side's answers take longer does not carry into every later send (docs/simulate.md, "Paced by the
+    simulation's sends").
     """
     if starts is not None and len(starts) != concurrency:
         raise ValueError(f"{len(starts)} join times for {concurrency} users")
@@ -86,7 +91,12 @@ async def drive_closed_loop(workload: Workload, dispatcher: Dispatcher, clock: R
                     if session is None:
                         return
                 plan = session.first_request()
-            elif plan.think_s > 0 and not await clock.sleep_until(clock.now() + plan.think_s):
+                ready_s = clock.now()
+            else:
+                ready_s = clock.now() + plan.think_s
+            if send_at is not None:
+                ready_s = max(clock.now(), send_at.get(plan.request_id, ready_s))
+            if ready_s > clock.now() and not await clock.sleep_until(ready_s):
                 return
             if on_send is not None:
                 on_send()

@@ -10,6 +10,7 @@ request both completed, the same pipeline for at least 95% of them.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import aiohttp
@@ -29,10 +30,12 @@ BOUNDS = {"p50": (0.05, 0.010), "p90": (0.05, 0.010), "p99": (0.10, 0.0)}
 SAME_PIPELINE = 0.95
 
 
-async def bench_mesh(url: str, config: BenchConfig, ramp_s: float = 0.0) -> Driven:
+async def bench_mesh(url: str, config: BenchConfig, ramp_s: float = 0.0,
+                     send_at: Mapping[str, float] | None = None) -> Driven:
     """`config`'s workload against the router at `url`, as `pdd-emu bench` sends it; records and token ids.
 
-    `ramp_s`: a closed loop's users join over that time, as in a simulation given the same."""
+    `ramp_s`: a closed loop's users join over that time, as in a simulation given the same. `send_at`:
+    each request sent at that offset (a simulation's `send_s`), or when ready if later (drive.py)."""
     vocab = getattr(config.workload_config, "vocab", DEFAULT_VOCAB)
     connector = aiohttp.TCPConnector(limit=0)
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=config.request_timeout_s)
@@ -43,7 +46,7 @@ async def bench_mesh(url: str, config: BenchConfig, ramp_s: float = 0.0) -> Driv
             return await stream_completion(http, config.endpoint, model, plan, timeout_s=config.request_timeout_s,
                                            send_s=send_s, vocab=vocab)
 
-        return await drive(config, send, ramp_s)
+        return await drive(config, send, ramp_s, send_at=send_at)
 
 
 @dataclass

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from contextlib import contextmanager
-from typing import Any, Awaitable, Callable, Iterator
+from typing import Any, Awaitable, Callable, Iterator, Mapping
 
 from tqdm import tqdm
 
@@ -85,13 +85,14 @@ class Driven:
 
 
 async def drive(config: BenchConfig, send: Sender, ramp_s: float = 0.0,
-                stop: WindowStop | None = None, keep_plans: bool = False) -> Driven:
+                stop: WindowStop | None = None, keep_plans: bool = False,
+                send_at: Mapping[str, float] | None = None) -> Driven:
     """The bench's workload, arrivals and pacing from `config.seed` (loadgen/bench/runner.py's draws, in
     its order), each request sent through `send`; on the running loop's clock. `ramp_s`: a closed loop's
     users join over that time (loadgen/bench/drive.py). `stop`: when sending stops, for a measured window
     (window_stop.py); it counts as the run goes. `keep_plans` keeps every sent request's plan, its prompt
     too (a fault campaign checks texts against them); without it a report-scale run would hold every
-    64K-token prompt to its end."""
+    64K-token prompt to its end. `send_at`: a closed loop's sends paced by another run's (drive.py)."""
     seeds = random.Random(config.seed)
     spec = config.workload_config
     plans = build_workload(spec, random.Random(seeds.getrandbits(64)))
@@ -118,7 +119,7 @@ async def drive(config: BenchConfig, send: Sender, ramp_s: float = 0.0,
     timer = loop.call_later(config.duration_s, stop_sending.set)
     try:
         if concurrency is not None:
-            await drive_closed_loop(plans, dispatcher, clock, concurrency, ramp_s)
+            await drive_closed_loop(plans, dispatcher, clock, concurrency, ramp_s, send_at=send_at)
         elif rate is not None:
             arrivals = arrival_offsets(rate, random.Random(seeds.getrandbits(64)), plans.arrival_shape,
                                        plans.arrival_cv)

@@ -8,7 +8,7 @@ import pytest
 
 from loadgen.bench import BenchConfig, BenchError, run_bench
 from tests.loadgen.conftest import MODEL, answer_ids
-from tests.tolerance import assert_at_least, assert_close
+from tests.tolerance import assert_at_least, assert_at_most, assert_close
 from tests.waiting import until
 
 SAMPLE = Path(__file__).resolve().parents[2] / "loadgen" / "samples" / "mooncake-sample.jsonl"
@@ -311,3 +311,30 @@ async def test_a_session_id_names_the_same_prompts_however_the_users_join(tmp_pa
     shared = together.keys() & one_by_one.keys()
     assert len(shared) >= 3
     assert all(together[rid] == one_by_one[rid] for rid in shared)
+
+
+async def test_a_paced_closed_loop_sends_at_the_given_offsets_or_once_the_answer_is_in(tmp_path):
+    # Paced by another run's sends (docs/simulate.md, "Paced by the simulation's sends"): a named request
+    # leaves at its offset, or when its previous answer is in if that is later; an unnamed one as unpaced.
+    free = await _closed_loop(tmp_path / "free.jsonl", _answer_at_once, 2)
+    assert max(r.send_s for r in free) < 0.05  # answered at once, think 0: every send at the start
+    ids = [r.id for r in free]
+    send_at = {rid: 0.04 * (i + 1) for i, rid in enumerate(ids[:8])}
+    held = next(rid for rid in ids[:6] if rid.endswith("-t0") and f"{rid[:-3]}-t1" in send_at)
+    follower = f"{held[:-3]}-t1"
+
+    async def send(plan, send_s):
+        if plan.request_id == held:
+            await asyncio.sleep(send_at[follower] + 0.15)  # its answer comes after its follower's offset
+        return await _answer_at_once(plan, send_s)
+
+    paced = {r.id: r.send_s for r in await _closed_loop(tmp_path / "paced.jsonl", send, 2, send_at=send_at)}
+    named = [rid for rid in send_at if rid in paced]  # the held session leaves others the 12-request budget
+    assert follower in named and len(named) >= 6
+    for rid in named:
+        assert_at_least(paced[rid], send_at[rid], what=f"{rid}'s send")
+    assert_at_least(paced[follower], send_at[held] + send_at[follower] + 0.15, what="the held session's next turn")
+    on_time = [rid for rid in named if rid != follower and paced[rid] < paced[follower]]
+    assert on_time
+    for rid in on_time:
+        assert_at_most(paced[rid], send_at[rid] + 0.1, what=f"{rid}'s send")
