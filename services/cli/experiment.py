@@ -1,13 +1,15 @@
 """`pdd-emu experiment NAME [--quick] [--seeds N] [--backend B] [--workers W | --ray-address A] [--workload SPEC]
-[--resume] [--deployments-only] [--warmup-s S] [--measure-s S] [--out DIR] [--json]`: reproduce one measurement.
+[--resume] [--deployments-only] [--warmup-s S] [--measure-s S] [--paced] [--out DIR] [--json]`: reproduce one
+measurement.
 
 NAME is paper, bathtub, handoff, wan or economics (docs/results.md); --seeds, --backend (simulate, the default,
 or mesh), --workers (simulated points run in W processes of a local Ray), --ray-address (they run on a Ray
 cluster), --workload (a Mooncake trace in place of the report's agentic workload), --resume (start from the
 simulated points an earlier run left under OUT), --deployments-only (the three deployments' searches
-without the arms and the sensitivity), --warmup-s and --measure-s (each load point's warm-up and window) are
-economics's. The report, figures and result.json go to OUT/NAME; the table "paper | emulated | ratio" is printed,
-or with --json one JSON object of the headline figures.
+without the arms and the sensitivity), --warmup-s and --measure-s (each load point's warm-up and window) and
+--paced (the mesh backend's sends at the simulator's send times) are economics's. The report, figures and
+result.json go to OUT/NAME; the table "paper | emulated | ratio" is printed, or with --json one JSON object of
+the headline figures.
 """
 
 from __future__ import annotations
@@ -52,6 +54,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--measure-s", type=float, default=None, metavar="S",
                    help="economics: emulated seconds of each load point's window (default: the full run's 300, or "
                         "3000 requests if fewer; --quick 60)")
+    p.add_argument("--paced", action="store_true",
+                   help="economics, --backend mesh: simulate each point first and send each mesh request at the "
+                        "simulation's send time (or when its previous answer is in, if later): the cross-check "
+                        "request by request (docs/simulate.md, \"Paced by the simulation's sends\")")
     p.add_argument("--out", type=Path, default=Path("out/experiments"), help="reports go to OUT/NAME")
     p.add_argument("--json", action="store_true", help="print only the headline figures, as one JSON object")
     p.set_defaults(func=cmd_experiment)
@@ -72,7 +78,7 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     options = {"seeds": (args.seeds, 1), "backend": (args.backend, None), "workers": (args.workers, 1),
                "workload": (args.workload, None), "resume": (args.resume, False),
                "deployments_only": (args.deployments_only, False), "ray_address": (args.ray_address, None),
-               "warmup_s": (args.warmup_s, None), "measure_s": (args.measure_s, None)}
+               "warmup_s": (args.warmup_s, None), "measure_s": (args.measure_s, None), "paced": (args.paced, False)}
     for name, (value, default) in options.items():
         if value != default and args.name not in SEEDED:
             fail(f"--{name.replace('_', '-')} applies to {', '.join(SEEDED)} only, not to {args.name}")

@@ -51,8 +51,10 @@ BACKENDS = ("simulate", "mesh")
 def check_options(quick: bool, seeds: int = 1, backend: str = "simulate", workers: int = 1,
                   workload: str | None = None, resume: bool = False, deployments_only: bool = False,
                   ray_address: str | None = None, warmup_s: float | None = None,
-                  measure_s: float | None = None) -> None:
+                  measure_s: float | None = None, paced: bool = False) -> None:
     """ValueError naming the first option this experiment cannot take (the CLI's exit-2 message)."""
+    if paced and backend != "mesh":
+        raise ValueError("--paced sends the mesh backend's requests at the simulator's send times: add --backend mesh")
     for flag, value in (("--warmup-s", warmup_s), ("--measure-s", measure_s)):
         if value is not None and not value > 0:
             raise ValueError(f"{flag} must be a positive number of emulated seconds, got {value:g}")
@@ -82,10 +84,10 @@ def check_options(quick: bool, seeds: int = 1, backend: str = "simulate", worker
 
 def point_runner(backend: str, quick: bool, out: Path, workers: int = 1, resume: bool = False,
                  ray_address: str | None = None, warmup_s: float | None = None,
-                 measure_s: float | None = None) -> LoadPointRunner:
+                 measure_s: float | None = None, paced: bool = False) -> LoadPointRunner:
     """The load-point backend; the options are those `check_options` passed."""
     if backend == "mesh":
-        return MeshPoints(out, warmup_s or QUICK_WARMUP_S, measure_s or QUICK_MEASURE_S)
+        return MeshPoints(out, warmup_s or QUICK_WARMUP_S, measure_s or QUICK_MEASURE_S, paced)
     # Simulated points are deterministic: each is run once, however many searches ask for it (memo.py).
     if quick:
         # Fixed windows, as the mesh backend's: the quick run on both backends is their cross-check.
@@ -120,17 +122,19 @@ def workload_plan(quick: bool, workload: str | None, seeds: tuple[int, ...]) -> 
 async def economics_experiment(quick: bool, out: Path, log=print, seeds: int = 1, backend: str = "simulate",
                                workers: int = 1, workload: str | None = None, resume: bool = False,
                                deployments_only: bool = False, ray_address: str | None = None,
-                               warmup_s: float | None = None, measure_s: float | None = None) -> ExperimentResult:
+                               warmup_s: float | None = None, measure_s: float | None = None,
+                               paced: bool = False) -> ExperimentResult:
     check_options(quick, seeds, backend, workers, workload, resume, deployments_only, ray_address, warmup_s,
-                  measure_s)
+                  measure_s, paced)
     seed_list = tuple(range(seeds))
-    runner = point_runner(backend, quick, out / "runs", workers, resume, ray_address, warmup_s, measure_s)
+    runner = point_runner(backend, quick, out / "runs", workers, resume, ray_address, warmup_s, measure_s, paced)
     presets, plan = (MINI if quick else DEPLOYMENTS), workload_plan(quick, workload, seed_list)
     log(f"economics on the {runner.backend} backend: {', '.join(presets.values())}; seeds {list(seed_list)}"
         + (f"; {workers} workers" if workers > 1 else "") + (f"; the Ray cluster at {ray_address}" if ray_address
                                                               else "")
         + (f"; {warmup_s:g} s of warm-up a point" if warmup_s else "")
-        + (f"; windows of {measure_s:g} s at most" if measure_s else ""))
+        + (f"; windows of {measure_s:g} s at most" if measure_s else "")
+        + ("; each point's sends paced by its simulation" if paced else ""))
     base = asyncio.ensure_future(run_method(runner, {k: load_scenario(v) for k, v in presets.items()}, plan, log))
     try:
         if quick or deployments_only:

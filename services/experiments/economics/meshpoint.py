@@ -9,7 +9,10 @@ function (window.py `measured_point`), so the two backends differ only in how
 the records and snapshots were made, and the quick run on both is their
 cross-check (docs/results.md, "Economics: the quick run"). Each point also
 keeps the mesh's event-loop lag (`mesh.json`): agreement is only asked of a
-mesh whose loop kept up.
+mesh whose loop kept up. `paced`: the point is simulated first and the mesh's
+agents send each request at the simulation's send time, or when its previous
+answer is in if later, so one answer's difference does not move every later
+send (docs/simulate.md, "Paced by the simulation's sends").
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from services.launcher.processes import start_mesh, stop_processes
 from services.scenario import Scenario
 from services.scenario.plan import MeshPlan
 from services.simulate.agreement import bench_mesh
+from services.simulate.run import run_simulation
 from services.types import Role
 
 POLL_S = 1.0  # seconds between /stats snapshots, as the simulator keeps them
@@ -43,15 +47,29 @@ class MeshPoints:
     out_dir: Path
     warmup_s: float = 30.0
     measure_s: float = 60.0
+    paced: bool = False  # each point's sends at its simulation's send times
     backend: str = "mesh"
 
-    def settings(self) -> dict[str, float]:
+    def settings(self) -> dict[str, float | bool]:
         """The schedule every point ran (result.json `point_settings`)."""
-        return {"warmup_s": self.warmup_s, "measure_s": self.measure_s}
+        return {"warmup_s": self.warmup_s, "measure_s": self.measure_s, "paced": self.paced}
+
+    def send_times(self, scenario: Scenario, spec: str, pacing: dict, seed: int) -> dict[str, float] | None:
+        """The simulated point's send offset of every request, when paced. Run before the mesh starts and
+        on this thread: a simulation swaps the process's clocks while it runs (services/simulate/run.py)."""
+        if not self.paced:
+            return None
+        run = run_simulation(scenario, spec, duration_s=self.warmup_s + self.measure_s, seed=seed,
+                             ramp_s=self.warmup_s / 2, **pacing)
+        return {r.id: r.send_s for r in run.records}
 
     async def run_point(self, scenario: Scenario, workload: str, load: float, seed: int) -> PointResult:
         spec, pacing, folder = paced(workload, load)
         point_dir = self.out_dir / run_folder(scenario, workload, seed) / folder
+        send_at = self.send_times(scenario, spec, pacing, seed)
+        if send_at is not None:  # kept beside the mesh's records: the request-by-request cross-check reads both
+            point_dir.mkdir(parents=True, exist_ok=True)
+            (point_dir / "simulated-sends.json").write_text(json.dumps(send_at))
         plan = build_plan(scenario)
         processes = await asyncio.to_thread(start_mesh, plan, point_dir / "mesh")
         snapshots: list[Snapshot] = []
@@ -62,7 +80,7 @@ class MeshPoints:
                                  seed=seed, progress=False, **pacing)
             poller = asyncio.create_task(_poll(plan, snapshots, time.monotonic()))
             try:
-                driven = await bench_mesh(url, config, ramp_s=self.warmup_s / 2)
+                driven = await bench_mesh(url, config, ramp_s=self.warmup_s / 2, send_at=send_at)
             finally:
                 poller.cancel()
                 await asyncio.gather(poller, return_exceptions=True)
@@ -70,7 +88,8 @@ class MeshPoints:
         finally:
             await asyncio.to_thread(stop_processes, processes)
         point_dir.mkdir(parents=True, exist_ok=True)
-        (point_dir / "mesh.json").write_text(json.dumps({"loop_lag_p99_s": lags, "engine_late_max_s": late}))
+        (point_dir / "mesh.json").write_text(json.dumps({"loop_lag_p99_s": lags, "engine_late_max_s": late,
+                                                         "paced": self.paced}))
         window = Window(pacing.get("concurrency"), self.warmup_s, self.warmup_s + self.measure_s)
         return measured_point(scenario, spec, seed, [r.row() for r in driven.records], snapshots, window, point_dir)
 

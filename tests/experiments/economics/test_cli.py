@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +14,7 @@ from services.scenario import load_scenario
 from services.scenario.cost import cost_per_hour
 from tests.experiments.cli import quick_headline
 from tests.raycluster import RAY_DEADLINE_S, ray_cluster  # noqa: F401 (a fixture)
+from tests.tolerance import assert_at_least, assert_at_most
 
 SAMPLE = "loadgen/samples/mooncake-sample.jsonl"
 KEYS = {"ttft_p99_reduction", "goodput_gain", "bcr_gain", "cost_reduction", "rld_token_share", "singular_share"}
@@ -44,6 +46,8 @@ REFUSED = [  # (arguments, what the one-line error says): each exits 2 before ru
     (("economics", "--quick", "--backend", "mesh", "--measure-s", "-1"), "--measure-s must be a positive number"),
     (("paper", "--quick", "--measure-s", "60"), "--measure-s applies to economics only"),
     (("handoff", "--quick", "--warmup-s", "60"), "--warmup-s applies to economics only"),
+    (("economics", "--quick", "--paced"), "add --backend mesh"),
+    (("wan", "--quick", "--paced"), "--paced applies to economics only"),
 ]
 
 
@@ -73,9 +77,11 @@ def test_deployments_only_trims_the_full_run_of_economics_only(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.integration
-@pytest.mark.parametrize("backend, windows", [("simulate", ()), ("mesh", ("--warmup-s", "8", "--measure-s", "12"))])
+@pytest.mark.parametrize("backend, windows",
+                         [("simulate", ()), ("mesh", ("--warmup-s", "8", "--measure-s", "12", "--paced"))])
 def test_quick_run_prints_consistent_headline_figures(tmp_path, backend, windows):
-    # the mesh's points run in real time, one fresh mesh each: short windows keep its six points to about two minutes
+    # the mesh's points run in real time, one fresh mesh each: short windows keep its six points to about two
+    # minutes; paced, each point is simulated first and its mesh requests sent at the simulation's send times
     headline = quick_headline("economics", tmp_path, "--backend", backend, *windows)
     assert set(headline) == KEYS
     expected = 1 - cost_per_hour(load_scenario("pdd-mini")) / cost_per_hour(load_scenario("pd-intra-mini"))
@@ -86,7 +92,8 @@ def test_quick_run_prints_consistent_headline_figures(tmp_path, backend, windows
     result = json.loads((tmp_path / "economics" / "result.json").read_text())
     assert result["backend"] == backend and result["identity_gap"] == pytest.approx(0.0, abs=1e-9)
     if windows:
-        assert result["point_settings"] == {"warmup_s": 8.0, "measure_s": 12.0}
+        assert result["point_settings"] == {"warmup_s": 8.0, "measure_s": 12.0, "paced": True}
+        _assert_paced(tmp_path / "economics" / "runs")
     for key in ("pd-intra", "pd-cross", "pdd"):
         deployment = result["deployments"][key]
         assert deployment["method"] == "grid" and len(deployment["points"]) >= 1
@@ -125,3 +132,17 @@ def test_a_resumed_run_runs_no_point_again(tmp_path):
     assert points == {"run": 0, "reused": 6, "loaded": 6}
     proc = _experiment(tmp_path, "economics", "--quick", "--backend", "mesh", "--resume")
     assert proc.returncode == 2 and "--resume reuses simulated points" in proc.stderr
+
+
+def _assert_paced(runs: Path) -> None:
+    """Every paced mesh point sent each request no earlier than its simulation did, most of them then."""
+    points = sorted(runs.glob("*/users-*/simulated-sends.json"))
+    assert len(points) == 6  # three deployments, two loads
+    for sends in points:
+        simulated = json.loads(sends.read_text())
+        mesh = {r["id"]: r["send_s"] for r in map(json.loads, (sends.parent / "requests.jsonl").open())}
+        both = simulated.keys() & mesh.keys()
+        assert len(both) >= len(mesh) // 2 > 0
+        lags = sorted(mesh[rid] - simulated[rid] for rid in both)
+        assert_at_least(lags[0], -1e-6, what=f"{sends.parent.name}: a mesh send before the simulation's")
+        assert_at_most(lags[len(lags) // 2], 0.1, what=f"{sends.parent.name}: the median send's lag")
