@@ -54,20 +54,22 @@ class MeshPoints:
         """The schedule every point ran (result.json `point_settings`)."""
         return {"warmup_s": self.warmup_s, "measure_s": self.measure_s, "paced": self.paced}
 
-    def send_times(self, scenario: Scenario, spec: str, pacing: dict, seed: int) -> dict[str, float] | None:
-        """The simulated point's send offset of every request, when paced. Run before the mesh starts and
-        on this thread: a simulation swaps the process's clocks while it runs (services/simulate/run.py)."""
+    async def send_times(self, scenario: Scenario, spec: str, pacing: dict, seed: int) -> dict[str, float] | None:
+        """The simulated point's send offset of every request, when paced. Run before the mesh starts, in a
+        thread as the simulator backend runs its points (a simulation runs its own virtual loop and swaps the
+        process's clocks while it runs: services/simulate/run.py), with nothing of the mesh's yet waiting."""
         if not self.paced:
             return None
-        run = run_simulation(scenario, spec, duration_s=self.warmup_s + self.measure_s, seed=seed,
-                             ramp_s=self.warmup_s / 2, **pacing)
+        run = await asyncio.to_thread(run_simulation, scenario, spec, duration_s=self.warmup_s + self.measure_s,
+                                      seed=seed, ramp_s=self.warmup_s / 2, **pacing)
         return {r.id: r.send_s for r in run.records}
 
     async def run_point(self, scenario: Scenario, workload: str, load: float, seed: int) -> PointResult:
         spec, pacing, folder = paced(workload, load)
         point_dir = self.out_dir / run_folder(scenario, workload, seed) / folder
-        send_at = self.send_times(scenario, spec, pacing, seed)
-        if send_at is not None:  # kept beside the mesh's records: the request-by-request cross-check reads both
+        send_at = await self.send_times(scenario, spec, pacing, seed)
+        if send_at is not None:  # beside the mesh's records, for the cross-check; from the run's start, where
+            # requests.jsonl counts from the window's (steady.py `window_records`)
             point_dir.mkdir(parents=True, exist_ok=True)
             (point_dir / "simulated-sends.json").write_text(json.dumps(send_at))
         plan = build_plan(scenario)

@@ -93,7 +93,7 @@ def test_quick_run_prints_consistent_headline_figures(tmp_path, backend, windows
     assert result["backend"] == backend and result["identity_gap"] == pytest.approx(0.0, abs=1e-9)
     if windows:
         assert result["point_settings"] == {"warmup_s": 8.0, "measure_s": 12.0, "paced": True}
-        _assert_paced(tmp_path / "economics" / "runs")
+        _assert_paced(tmp_path / "economics" / "runs", warmup_s=8.0)
     for key in ("pd-intra", "pd-cross", "pdd"):
         deployment = result["deployments"][key]
         assert deployment["method"] == "grid" and len(deployment["points"]) >= 1
@@ -134,13 +134,14 @@ def test_a_resumed_run_runs_no_point_again(tmp_path):
     assert proc.returncode == 2 and "--resume reuses simulated points" in proc.stderr
 
 
-def _assert_paced(runs: Path) -> None:
-    """Every paced mesh point sent each request no earlier than its simulation did, most of them then."""
+def _assert_paced(runs: Path, warmup_s: float) -> None:
+    """Every paced mesh point sent each request no earlier than its simulation did, most of them then. The
+    simulated sends count from the run's start, the window's records from the window's, `warmup_s` later."""
     points = sorted(runs.glob("*/users-*/simulated-sends.json"))
     assert len(points) == 6  # three deployments, two loads
     for sends in points:
         simulated = json.loads(sends.read_text())
-        mesh = {r["id"]: r["send_s"] for r in map(json.loads, (sends.parent / "requests.jsonl").open())}
+        mesh = {r["id"]: r["send_s"] + warmup_s for r in map(json.loads, (sends.parent / "requests.jsonl").open())}
         both = simulated.keys() & mesh.keys()
         assert len(both) >= len(mesh) // 2 > 0
         lags = sorted(mesh[rid] - simulated[rid] for rid in both)
