@@ -67,10 +67,10 @@ class MeshPoints:
     async def run_point(self, scenario: Scenario, workload: str, load: float, seed: int) -> PointResult:
         spec, pacing, folder = paced(workload, load)
         point_dir = self.out_dir / run_folder(scenario, workload, seed) / folder
+        point_dir.mkdir(parents=True, exist_ok=True)
         send_at = await self.send_times(scenario, spec, pacing, seed)
         if send_at is not None:  # beside the mesh's records, for the cross-check; from the run's start, where
             # requests.jsonl counts from the window's (steady.py `window_records`)
-            point_dir.mkdir(parents=True, exist_ok=True)
             (point_dir / "simulated-sends.json").write_text(json.dumps(send_at))
         plan = build_plan(scenario)
         processes = await asyncio.to_thread(start_mesh, plan, point_dir / "mesh")
@@ -89,7 +89,6 @@ class MeshPoints:
             lags, late = await asyncio.to_thread(service_overheads, plan)
         finally:
             await asyncio.to_thread(stop_processes, processes)
-        point_dir.mkdir(parents=True, exist_ok=True)
         (point_dir / "mesh.json").write_text(json.dumps({"loop_lag_p99_s": lags, "engine_late_max_s": late,
                                                          "paced": self.paced}))
         window = Window(pacing.get("concurrency"), self.warmup_s, self.warmup_s + self.measure_s)
