@@ -30,7 +30,7 @@ from benchmarks.economics_points import add_point_options, run_with_points
 from services.experiments.economics.experiment import WORKLOAD
 from services.experiments.economics.experiment import point_runner as experiment_points
 from services.experiments.economics.loadpoint import PointResult
-from services.experiments.economics.simpoint import paced, run_folder
+from services.experiments.economics.simpoint import point_folder
 from services.scenario import Scenario, load_scenario
 
 CASES = {  # label -> the case's overrides, as services/experiments/economics/sensitivity.py sets them
@@ -42,8 +42,8 @@ TAIL = 0.8  # a tail request: TTFT at least this share of the P99
 
 
 def records(out: Path, scenario: Scenario, load: int, seed: int) -> list[dict]:
-    """The point's window, as measured_point wrote it (a whole window's folder ends in -whole)."""
-    folder = out / "runs" / run_folder(scenario, WORKLOAD, seed) / f"{paced(WORKLOAD, load)[2]}-whole"
+    """The point's whole window, as measured_point wrote it."""
+    folder = point_folder(out / "runs", scenario, WORKLOAD, load, seed, whole=True)
     return [json.loads(line) for line in (folder / "requests.jsonl").read_text().splitlines()]
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from loadgen.bench.config import BenchConfig
 from services.experiments.economics.loadpoint import PointResult
-from services.experiments.economics.simpoint import paced, run_folder
+from services.experiments.economics.simpoint import paced, point_folder, simulated_run
 from services.experiments.economics.window import Snapshot, measured_point
 from services.experiments.meshrun import get_json, service_overheads
 from services.experiments.population import Window
@@ -34,7 +34,6 @@ from services.launcher.processes import start_mesh, stop_processes
 from services.scenario import Scenario
 from services.scenario.plan import MeshPlan
 from services.simulate.agreement import bench_mesh
-from services.simulate.run import run_simulation
 from services.types import Role
 
 POLL_S = 1.0  # seconds between /stats snapshots, as the simulator keeps them
@@ -60,13 +59,12 @@ class MeshPoints:
         process's clocks while it runs: services/simulate/run.py), with nothing of the mesh's yet waiting."""
         if not self.paced:
             return None
-        run = await asyncio.to_thread(run_simulation, scenario, spec, duration_s=self.warmup_s + self.measure_s,
-                                      seed=seed, ramp_s=self.warmup_s / 2, **pacing)
+        run = await asyncio.to_thread(simulated_run, scenario, spec, pacing, seed, self.warmup_s, self.measure_s)
         return {r.id: r.send_s for r in run.records}
 
     async def run_point(self, scenario: Scenario, workload: str, load: float, seed: int) -> PointResult:
-        spec, pacing, folder = paced(workload, load)
-        point_dir = self.out_dir / run_folder(scenario, workload, seed) / folder
+        spec, pacing, _ = paced(workload, load)
+        point_dir = point_folder(self.out_dir, scenario, workload, load, seed)
         point_dir.mkdir(parents=True, exist_ok=True)
         send_at = await self.send_times(scenario, spec, pacing, seed)
         if send_at is not None:  # beside the mesh's records, for the cross-check; from the run's start, where

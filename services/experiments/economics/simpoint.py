@@ -33,7 +33,7 @@ from services.experiments.economics.window import measured_point
 from services.experiments.goodput import THRESHOLD
 from services.experiments.population import Window
 from services.scenario import Scenario
-from services.simulate.run import run_simulation
+from services.simulate.run import SimulatedRun, run_simulation
 from services.simulate.sweep import import_ray, start_ray
 from services.simulate.window_stop import WindowStop
 
@@ -58,6 +58,22 @@ def run_folder(scenario: Scenario, workload: str, seed: int) -> str:
     return f"{scenario.name}-{digest}-seed{seed}"
 
 
+def point_folder(out_dir: Path, scenario: Scenario, workload: str, load: float, seed: int, whole: bool = False) -> Path:
+    """Where a point's window is written: its deployment's run folder, then the load's (`-whole`: a window read
+    whole, past its verdict)."""
+    return out_dir / run_folder(scenario, workload, seed) / (paced(workload, load)[2] + ("-whole" if whole else ""))
+
+
+def simulated_run(scenario: Scenario, spec: str, pacing: dict[str, Any], seed: int, warmup_s: float, measure_s: float,
+                  stop: WindowStop | None = None) -> SimulatedRun:
+    """A point's simulation, on either backend's schedule: `warmup_s` then `measure_s`, the agents joining over the
+    warm-up's first half, as the mesh's staircase ramps them. All at once, a report-scale population sends its
+    first turns (fresh, a quarter of the context each) in one burst that prefill takes minutes to clear, and
+    the window would measure that."""
+    return run_simulation(scenario, spec, duration_s=warmup_s + measure_s, seed=seed, ramp_s=warmup_s / 2,
+                          stop=stop, **pacing)
+
+
 def simulate_window_point(scenario: Scenario, workload: str, load: float, seed: int, warmup_s: float,
                           measure_s: float, out_dir: Path, window_requests: int | None = None,
                           stop_at_verdict: bool = True) -> PointResult:
@@ -70,23 +86,19 @@ def simulate_window_point(scenario: Scenario, workload: str, load: float, seed: 
     (services/simulate/window_stop.py): a point past the knee is then a few hundred requests long,
     its verdict the whole window's.
     """
-    spec, pacing, folder = paced(workload, load)
-    whole = "" if stop_at_verdict or window_requests is None else "-whole"
-    # The agents join over the warm-up's first half, as the mesh's staircase ramps them: all at
-    # once, a report-scale population sends its first turns (fresh, a quarter of the context
-    # each) in one burst that prefill takes minutes to clear, and the window would measure that.
+    spec, pacing, _ = paced(workload, load)
     sla = SlaConfig(ttft_s=scenario.sla.ttft_s, tpot_s=scenario.sla.tpot_s)
     stop = None if window_requests is None else WindowStop(warmup_s, window_requests,
                                                            sla if stop_at_verdict else None, THRESHOLD)
-    run = run_simulation(scenario, spec, duration_s=warmup_s + measure_s, seed=seed, ramp_s=warmup_s / 2,
-                         stop=stop, **pacing)
+    run = simulated_run(scenario, spec, pacing, seed, warmup_s, measure_s, stop)
     records = [r if isinstance(r, dict) else r.row() for r in run.records]
     sends = sorted(r["send_s"] for r in records if r["send_s"] >= warmup_s)
     full = window_requests is not None and len(sends) > window_requests
     end = sends[window_requests] if full else warmup_s + measure_s
     window = Window(pacing.get("concurrency"), warmup_s, end if stop is None else stop.window_end(end))
+    whole = not stop_at_verdict and window_requests is not None
     point = measured_point(scenario, spec, seed, records, run.snapshots, window,
-                           out_dir / run_folder(scenario, workload, seed) / (folder + whole))
+                           point_folder(out_dir, scenario, workload, load, seed, whole))
     return dataclasses.replace(point, load=pacing.get("concurrency", load),
                                stopped_at_verdict=stop is not None and stop.stopped_s is not None)
 
