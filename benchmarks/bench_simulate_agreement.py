@@ -18,10 +18,11 @@ With `--dilation K` the mesh runs K times slower than real time (services/experi
 its steps and links, and the closed loop's think time and schedule, stretched by K) and its records
 are read back in emulated time, so its own per-request cost counts 1/K as much; the simulation is
 the same run as without. A gap that is the mesh's own overhead shrinks as 1/K; a modelling gap
-does not (docs/simulate.md, "The mesh's overhead under dilation"). With `--paced` the simulation runs
+does not (docs/history/simulate-agreement-2026-12-01.md, "The mesh's overhead under dilation").
+With `--paced` the simulation runs
 first and the mesh's closed loop sends each request at the simulation's send time (or as soon as its
 previous answer is in, if later), so a difference in one answer does not move every later send of
-that user (docs/simulate.md, "Paced by the simulation's sends").
+that user (docs/simulate.md, "Agreement with the mesh").
 """
 
 from __future__ import annotations

@@ -130,7 +130,8 @@ def main() -> None:
     show(full)
     show_last_third(full)
     # The preset's two prefill instances carry about 21 req/s of this workload; with twelve, 880 agents
-    # send the report's 80 req/s in steady state (docs/simulate.md, "At the report's 80 req/s").
+    # send the report's 80 req/s in steady state
+    # (docs/history/simulate-speed-2026-12-04.md, "At the report's 80 req/s").
     wide = run_case("paper-full-pdd", REPORT_WORKLOAD, None, 120.0 if args.quick else 240.0, "pools.prefill.count=12",
                     users=880, ramp_s=60.0)
     show(wide)

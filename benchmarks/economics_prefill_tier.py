@@ -10,7 +10,7 @@ base deployments' bisection from 32 agents, then the "prefill tier" case started
 knee, stepping by the experiment's WARM_FACTOR) for every seed, and prints each seed's knees and BCR
 gain and their mean and spread. Points are the experiment's (`experiment economics`): with --out an
 economics run's folder, the points it ran are read back, not run again. About 15 minutes a seed on
-2 cores; docs/results.md ("Economics: the prefill tier") records a run.
+2 cores; docs/history/economics-2026-12-04-prefill-tier-and-warmup.md records a run.
 """
 
 from __future__ import annotations

@@ -65,7 +65,7 @@ class TokenRun(tuple):
     """Consecutive `Token`s of one stream, passed on at once: what a simulation's lazy reader had queued.
 
     Every layer between the stream and the client treats a run as its tokens in order; the mesh reads
-    token by token and never makes one (docs/simulate.md "Streams read at their ends").
+    token by token and never makes one (docs/simulate.md, "Speed").
     """
 
     __slots__ = ()

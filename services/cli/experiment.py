@@ -46,7 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "iso-cost arms and the sensitivity cases (3 of the full run's 21 searches)")
     p.add_argument("--ray-address", default=None, metavar="ADDRESS",
                    help="economics: run the simulated load points on the running Ray cluster at ADDRESS (host:port "
-                        "of its head, or 'auto'; docs/simulate.md, \"Sweeps on Ray\") in place of a local Ray")
+                        "of its head, or 'auto'; docs/campaigns.md, \"Sweeps on Ray\") in place of a local Ray")
     p.add_argument("--warmup-s", type=float, default=None, metavar="S",
                    help="economics: emulated seconds each load point runs before its window, the agents joining "
                         "over the first half (default 120; --quick 30); docs/results.md, \"The window's first "

@@ -4,7 +4,7 @@ Each output token costs the emulator CPU time (decode, router and client
 together, `TOKEN_CPU_S`), so a deployment that emits more tokens per second than
 the machine's CPUs can carry would be measured on the emulator's overhead, not
 on its model. Dilating time by k divides the real token rate by
-k and leaves every emulated quantity alone (docs/results.md §Time dilation):
+k and leaves every emulated quantity alone (docs/experiments.md §Time dilation):
 
     real step time      = k x roofline step time    (Scenario.time_dilation)
     real link rate      = emulated rate / k,  real delay and jitter = k x emulated

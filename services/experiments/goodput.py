@@ -5,7 +5,7 @@ requests within SLA) and a goodput g (requests within SLA per second). Between
 the highest passing step p (a_p >= 0.9) and the next step f above it that fails
 (a_f < 0.9), a and g are taken as linear in x, so the crossing is at
 x* = x_p + (a_p - 0.9) / (a_p - a_f) (x_f - x_p) and the max goodput is g there
-(docs/results.md §Goodput). With no failing step above p, g_p is only a lower
+(docs/experiments.md §Goodput). With no failing step above p, g_p is only a lower
 bound.
 """
 

@@ -84,7 +84,7 @@ def service_overheads(plan: MeshPlan, reset: bool = False) -> tuple[dict[str, fl
 
 
 async def set_wan_rate(plan: MeshPlan, factor: float) -> None:
-    """Run every WAN link at `factor` x its planned rate (netem's control API; docs/results.md §Steady state)."""
+    """Run every WAN link at `factor` x its planned rate (netem's control API; docs/experiments.md §Steady state)."""
     async with aiohttp.ClientSession() as http:
         for link in plan.links:
             if link.kind == "wan" and link.purpose == "kv":  # the KV line; gRPC keeps its planned rate

@@ -2,7 +2,7 @@
 
 Agentic traffic is closed-loop: an agent sends its next turn when the previous
 answer has arrived and its think time has passed, so a slower deployment gets
-fewer requests, not more sessions (docs/results.md §Steady state). A step adds
+fewer requests, not more sessions (docs/experiments.md §Steady state). A step adds
 agents, started evenly over its ramp so their first turns (always cache
 misses) do not arrive as one burst, holds the population for `settle_s`, then
 measures for `measure_s`: requests sent in that window are its sample.

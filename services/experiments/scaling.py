@@ -1,4 +1,4 @@
-"""How the report's setup maps onto a deployment this machine can run (docs/results.md §Scaling).
+"""How the report's setup maps onto a deployment this machine can run (docs/experiments.md §Scaling).
 
 The WAN is sized by utilisation, the quantity the report's setup fixes:
 

@@ -5,7 +5,7 @@ agentic session at a time, sends a turn when the previous answer has arrived
 and its think time has passed, and opens a new session when one ends. They are
 the bench's own closed-loop users (loadgen/bench/drive.py), each joining at its
 step's time. An agent's first turn is always a cache miss, so a cold start is a
-burst that no warm deployment sees (docs/results.md §Steady state). A run
+burst that no warm deployment sees (docs/experiments.md §Steady state). A run
 therefore:
 
 - starts the agents of each step evenly over its ramp;

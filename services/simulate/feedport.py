@@ -9,7 +9,7 @@ every step a protobuf message, a wake-up of the stream's task and one of the rea
 
 Here the `Feed`'s callback hands the batch on itself: at once within a datacenter, or across
 the datacenters' control link at its msgpack frame's size, after the batches before it, as
-the feed port's TCP stream carries it (docs/simulate.md, "The token feed, handed over"). The
+the feed port's TCP stream carries it (docs/simulate.md, "Speed"). The
 router's `TokenFeed.deliver` takes it on arrival. The subscriber's hello crosses the link
 before the feed opens, and the feed's first message is the empty step that says it is open.
 

@@ -14,7 +14,7 @@ tasks a handler starts inherit it. The loop's task factory files each task
 under its service, so `kill` cancels exactly that process's work and nothing
 else. `restart` builds the service anew (`SimulatedMesh.build_service`); the
 stubs and the KV receiver tables others hold look the service up by name on
-every use, so they reach the new process (docs/simulate.md, "Faults").
+every use, so they reach the new process (docs/campaigns.md, "Faults in virtual time").
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Can this machine run a scenario as a real-time mesh? An estimate from the decode tier's capacity.
 
 Every output token costs the emulator about 0.35 ms of CPU across decode, router
-and client (measured, docs/results.md "Time dilation: the CPU budget"). A
+and client (measured, docs/experiments.md, "Time dilation"). A
 deployment whose decode tier can emit R tokens/s within the SLA's TPOT thus
 needs about R x 0.35 ms / time_dilation cores to be driven to capacity in real
 time (docs/simulate.md, "Real time or virtual time").
@@ -20,7 +20,7 @@ from services.scenario.model import Scenario
 from services.scenario.sizing import instance_sizing
 from services.types import Role
 
-CPU_SECONDS_PER_TOKEN = 0.35e-3  # docs/results.md, "Time dilation: the CPU budget"
+CPU_SECONDS_PER_TOKEN = 0.35e-3  # docs/experiments.md, "Time dilation"
 REPORT_CONTEXT = 65536  # the report's agentic context; the decode batch is counted at it
 REFUSE_FACTOR = 2.0  # beyond twice the machine, a real-time run measures the emulator, not the model
 

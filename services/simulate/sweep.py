@@ -11,7 +11,7 @@ Ray is imported when a sweep runs: the rest of the CLI does not pay for it.
 A local Ray (`ray.init(address="local", num_cpus=...)`) is started and stopped
 by the sweep, a Ray of its own even where a cluster runs on the machine; with
 an address, the sweep joins that cluster and leaves it running
-(docs/simulate.md, "Sweeps on Ray").
+(docs/campaigns.md, "Sweeps on Ray").
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def join_cluster(ray: Any, address: str) -> None:
         raise ClusterUnreachable(
             f"cannot join the Ray cluster at {address}: {reason}. A cluster started by `ray start` has token "
             "authentication on: run with RAY_AUTH_MODE=token and the cluster's token in "
-            "~/.ray/auth_token or RAY_AUTH_TOKEN (docs/simulate.md, \"Sweeps on Ray\")") from None
+            "~/.ray/auth_token or RAY_AUTH_TOKEN (docs/campaigns.md, \"Sweeps on Ray\")") from None
 
 
 def import_ray() -> Any:

@@ -314,7 +314,7 @@ async def test_a_session_id_names_the_same_prompts_however_the_users_join(tmp_pa
 
 
 async def test_a_paced_closed_loop_sends_at_the_given_offsets_or_once_the_answer_is_in(tmp_path):
-    # Paced by another run's sends (docs/simulate.md, "Paced by the simulation's sends"): a named request
+    # Paced by another run's sends (docs/simulate.md, "Agreement with the mesh"): a named request
     # leaves at its offset, or when its previous answer is in if that is later; an unnamed one as unpaced.
     free = await _closed_loop(tmp_path / "free.jsonl", _answer_at_once, 2)
     assert max(r.send_s for r in free) < 0.05  # answered at once, think 0: every send at the start

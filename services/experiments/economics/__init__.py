@@ -1,4 +1,4 @@
-"""`experiment economics`: does PDD pay at the report's own scale (docs/results.md, "Economics: method").
+"""`experiment economics`: does PDD pay at the report's own scale (docs/economics.md).
 
 - loadpoint.py: the "run one load point" interface every backend implements, and its result;
 - meshpoint.py: the backend that runs a load point in the real-time mesh (mini scale);

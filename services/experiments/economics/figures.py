@@ -1,4 +1,4 @@
-"""Cost, BCR and the headline figures of the economics experiment (docs/results.md, "Economics: method").
+"""Cost, BCR and the headline figures of the economics experiment (docs/economics.md).
 
     BCR                = max goodput / cost per hour           (requests within SLA per second per $/h)
     goodput_gain       = G_pdd / G_intra - 1

@@ -7,12 +7,12 @@ and the window is the `measure_s` after the warm-up. Every service's /stats is
 read once a second. The window becomes a point by the simulator backend's own
 function (window.py `measured_point`), so the two backends differ only in how
 the records and snapshots were made, and the quick run on both is their
-cross-check (docs/results.md, "Economics: the quick run"). Each point also
+cross-check (docs/results.md, "The quick run on both backends"). Each point also
 keeps the mesh's event-loop lag (`mesh.json`): agreement is only asked of a
 mesh whose loop kept up. `paced`: the point is simulated first and the mesh's
 agents send each request at the simulation's send time, or when its previous
 answer is in if later, so one answer's difference does not move every later
-send (docs/simulate.md, "Paced by the simulation's sends").
+send (docs/simulate.md, "Agreement with the mesh").
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ A case changes the scenario (loader overrides, chosen per deployment: a pool is
 named by its role) and/or the workload spec. Each parameter has a low and a
 high case (the issue's alternative values, or the base +-50%); the tornado is
 the headline figure at each against the base run, widest swing first.
-Where each value comes from: docs/results.md, "Economics: method".
+Where each value comes from: docs/economics.md.
 """
 
 from __future__ import annotations

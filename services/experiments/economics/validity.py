@@ -2,7 +2,7 @@
 
 Each check gives a named verdict: ok True (the bar holds), False (the run
 says what bound it), or None (the deployment has no such part, or the backend
-did not report it). Bars (docs/results.md, "Economics: method"):
+did not report it). Bars (docs/economics.md):
 
 - prefill busy under 70%: above it the prefill tier, shared by every
   deployment, sets the knee ("prefill bound"), the artefact of the old setup;

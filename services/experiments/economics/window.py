@@ -3,7 +3,7 @@
 Both backends (meshpoint.py, simpoint.py) make a point with `measured_point`:
 the bench summary of the requests sent in the window, and the changes of every
 engine's /stats counters between the window's first and last snapshot
-(docs/results.md, "Economics: method").
+(docs/economics.md).
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ own overhead), and the median request's KV transfer time within max(10%, 40 ms) 
 model's (66 ms on pdd-mini, below), every request's within 0.2 s. The percentile bounds (P50 and P90 within
 max(5%, 10 ms)) hold on every preset in the 20 s benchmark on a quiet machine, but with 0.1-3 ms to spare on the
 PDD presets' TTFT p50, which carries 10-17 ms of the mesh's own HTTP hop, intake and RPC hops that the model
-has none of (docs/simulate.md, "Every preset within the bounds"); this 10 s sample has read it 3 ms over. So
+has none of (docs/history/simulate-agreement-2026-12-01.md, "Every preset within the bounds"); this 10 s
+sample has read it 3 ms over. So
 the test prints the broken bounds with the mesh's lag instead of asserting them;
 benchmarks/bench_simulate_agreement.py records them. A closed loop of agentic agents, whose sends
 follow the answers, must still send the same prompt under each request id on both sides.
@@ -39,7 +40,7 @@ KV_REL, KV_ABS_S = 0.10, 0.040
 # On PDD a transfer stopped when the relay finished its request crosses no more of the line: the sender
 # resets its connection and the link drops its queue (docs/mesh.md §Frames), as the model's link does.
 # Before, its frame and send buffers took 0.2-0.26 s from the next transfer, and then the link's receive
-# buffer and queue 23-58 ms (docs/simulate.md, "A stopped transfer's bytes, dropped").
+# buffer and queue 23-58 ms (docs/history/simulate-agreement-2026-12-01.md, "A stopped transfer's bytes, dropped").
 # One request on a busy machine: 60 ms over a 20 ms transfer and 10% over a 1 s one were seen under
 # a CI run's load beside other test runs; a stalled window costs more than this on every transfer, and
 # a dropped segment (a fresh mesh's first transfers, before the link's listener held its buffer:
