@@ -12,7 +12,7 @@ whole across them (`ep == tp`, SGLang's DeepEP layout), with a dispatch and a co
 per MoE layer (expert_dispatch.py). Any `ep` works: EPLB's redundant experts fill the
 slots the routed experts leave, `expert_imbalance` slows every GPU to the busiest one,
 `dense_dp` runs the dense layers and the LM head data-parallel, and `tbo` overlaps two
-micro-batches (overlap.py); the last two default to what a large-EP deployment runs.
+micro-batches (overlap.py), on by default wherever DeepEP runs (ep > 1).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ class Parallelism:
     ep: int = 1
     redundant_experts: int | None = None  # None: the fewest that fill every GPU's slots evenly
     expert_imbalance: float = 1.0  # busiest GPU's routed tokens / the mean (1.0: perfectly balanced)
-    dense_dp: bool | None = None  # None: on under DP attention with EP (SGLang --moe-dense-tp-size 1)
+    dense_dp: bool = False  # dense MLPs and LM head data-parallel (SGLang --moe-dense-tp-size 1)
     tbo: bool | None = None  # None: on with EP (two-batch overlap, as DeepEP deployments run it)
 
     def __post_init__(self) -> None:
@@ -54,7 +54,7 @@ class Parallelism:
     @property
     def dense_data_parallel(self) -> bool:
         """Dense MLPs and the LM head on every GPU for its own tokens (docs/roofline.md §Parallelism)."""
-        return self.dense_dp if self.dense_dp is not None else (self.dp_attention > 1 and self.ep > 1)
+        return self.dense_dp and self.tp > 1
 
     @property
     def two_batch_overlap(self) -> bool:

@@ -74,10 +74,12 @@ class RooflineClock:
         if layers is not None and not 1 <= layers <= model.num_layers:
             raise ValueError(f"layers={layers} is outside 1..{model.num_layers} for {model.name}")
         self.gpu, self.model, self.tp, self.layers = gpu, model, tp, layers
+        if tp < 1:
+            layer_shapes(model, tp)  # raises, naming the degrees the model takes
         self.parallel = Parallelism(tp, dp_attention, ep, **layout)
         self.parallel.check(model)
-        # only what is tensor-parallel over tp must split: not with whole experts and data-parallel dense layers
-        if tp not in model.tensor_parallel_degrees() and not (ep == tp and self.parallel.dense_data_parallel):
+        # with whole experts and data-parallel attention only the dense MLP and the vocabulary split over tp
+        if tp not in model.tensor_parallel_degrees() and not (ep == tp == dp_attention):
             layer_shapes(model, tp)  # raises, naming the degrees the model takes
         self._dp = dp_attention
         self._dense_dp = self.parallel.dense_data_parallel
