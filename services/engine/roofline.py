@@ -11,8 +11,7 @@ the step's launch style. All formulas: docs/roofline.md.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from services.engine.batch import Chunk, StepBatch
 from services.engine.expert_dispatch import DispatchMode
@@ -21,43 +20,15 @@ from services.engine.layer_shapes import Gemm, LayerShapes, MlpShape, layer_shap
 from services.engine.overlap import comm_sm_share, overlapped_layers_seconds
 from services.engine.parallelism import Parallelism
 from services.engine.roofline_ops import (
-    ACTIVATION_BYTES, Cost, OpRates, Tally, decode_attention_cost, elementwise_cost, expected_distinct_experts,
-    prefill_attention_cost,
+    ACTIVATION_BYTES, Cost, OpRates, StepPrediction, Tally, TokenCosts, decode_attention_cost, elementwise_cost,
+    expected_distinct_experts, prefill_attention_cost,
 )
 from services.profiles import load_gpu, load_model
 from services.profiles.gpu import GpuProfile
 from services.profiles.model import DTYPE_BYTES, ModelProfile
 from services.types import LaunchStyle
 
-Bound = Literal["compute", "memory", "overhead"]
 _MEMO_LIMIT = 1 << 16
-
-
-@dataclass(frozen=True, slots=True)
-class StepPrediction:
-    seconds: float
-    flops: float  # one GPU's share
-    bytes: float  # one GPU's HBM traffic
-    bound: Bound
-    compute_s: float  # ops whose compute time exceeds their memory time
-    memory_s: float  # memory-bound ops plus tensor-parallel communication
-    overhead_s: float  # launch and per-step fixed costs
-    launch_style: LaunchStyle
-
-
-@dataclass(frozen=True, slots=True)
-class _TokenCosts:
-    """Everything in a step that depends only on its token and sequence counts (memoised)."""
-
-    gpu_s: float  # compute_s + memory_s
-    compute_s: float
-    memory_s: float
-    launch_s: float  # kernels x per-kernel launch cost
-    flops: float
-    bytes: float
-    moe_layer_s: float  # one MoE layer without its attention kernel and all-to-all (for two-batch overlap)
-    moe_a2a_s: float  # one MoE layer's dispatch and combine
-    moe_launch_s: float  # one MoE layer's launches
 
 
 class RooflineClock:
@@ -101,7 +72,7 @@ class RooflineClock:
         self._launch = {
             style: (c.kernel_s.value, c.step_s.value, c.overlap_exponent.value) for style, c in gpu.launch.items()
         }
-        self._memo: dict[tuple[int, int, LaunchStyle], _TokenCosts] = {}
+        self._memo: dict[tuple[int, int, LaunchStyle], TokenCosts] = {}
 
     @classmethod
     def for_names(cls, gpu_name: str, model_name: str, tp: int = 1, layers: int | None = None,
@@ -124,7 +95,7 @@ class RooflineClock:
         seconds = self._with_launch(gpu_s, launch_s, style)
         return self._with_host_load(seconds, batch.host_load_tokens) if batch.host_load_tokens else seconds
 
-    def _overlapped(self, full: _TokenCosts, key: tuple[int, int, LaunchStyle], attention_s: float) -> tuple[float, float]:
+    def _overlapped(self, full: TokenCosts, key: tuple[int, int, LaunchStyle], attention_s: float) -> tuple[float, float]:
         """GPU and launch seconds of the step, its MoE layers two-batch overlapped where the layout says so."""
         serial_s = full.gpu_s + attention_s * self._layer_count
         if not self._tbo:
@@ -138,7 +109,10 @@ class RooflineClock:
         moe_s = overlapped_layers_seconds(
             half.moe_layer_s + attention_s / 2, half.moe_a2a_s, moe, comm_sm_share(self.gpu, mode)
         )
-        return rest_s + moe_s, full.launch_s + moe * full.moe_launch_s  # each micro-batch launches its own kernels
+        overlapped = rest_s + moe_s, full.launch_s + moe * full.moe_launch_s  # each micro-batch launches its kernels
+        if self.parallel.tbo is None and serial_s <= overlapped[0]:  # auto: only where it pays, as deployments tune it
+            return serial_s, full.launch_s
+        return overlapped
 
     def chunked_prefill_seconds(self, tokens: int, chunk_tokens: int, cached_tokens: int = 0) -> float:
         """A lone prompt computed in chunks of `chunk_tokens`, each over the KV of those before it."""
@@ -204,7 +178,7 @@ class RooflineClock:
             yield prefill_attention_cost(rates, pairs, sh.prefill_flops_per_pair, moved)
 
     # --- everything else: depends only on token and sequence counts --------
-    def _token_costs(self, tokens: int, sequences: int, style: LaunchStyle) -> _TokenCosts:
+    def _token_costs(self, tokens: int, sequences: int, style: LaunchStyle) -> TokenCosts:
         sh, rates, weight_bytes = self._shapes, self._rates, self._weight_bytes
         mode = DispatchMode.NORMAL if style is LaunchStyle.EAGER else DispatchMode.LOW_LATENCY
         attention = Tally()  # one layer's attention half but its kernel (which depends on the contexts)
@@ -231,7 +205,7 @@ class RooflineClock:
         kernels = (sh.attention.kernels + sh.dense_mlp.kernels) * self._dense_layers + moe_kernels * self._moe_layers
         if self._with_head:
             kernels += self._add_head(tally, tokens, sequences)
-        costs = _TokenCosts(
+        costs = TokenCosts(
             tally.compute_s + tally.memory_s, tally.compute_s, tally.memory_s, kernels * kernel_s, tally.flops,
             tally.bytes, attention.compute_s + attention.memory_s + moe.compute_s + moe.memory_s, moe_a2a_s,
             moe_kernels * kernel_s,

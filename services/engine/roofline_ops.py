@@ -8,14 +8,42 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from services.profiles.gpu import GpuProfile
+from services.types import LaunchStyle
 
 if TYPE_CHECKING:
     from services.engine.layer_shapes import Gemm
 
 ACTIVATION_BYTES = 2  # bf16 activations whatever the weight dtype
+Bound = Literal["compute", "memory", "overhead"]
+
+@dataclass(frozen=True, slots=True)
+class StepPrediction:
+    seconds: float
+    flops: float  # one GPU's share
+    bytes: float  # one GPU's HBM traffic
+    bound: Bound
+    compute_s: float  # ops whose compute time exceeds their memory time
+    memory_s: float  # memory-bound ops plus tensor-parallel communication
+    overhead_s: float  # launch and per-step fixed costs
+    launch_style: LaunchStyle
+
+
+@dataclass(frozen=True, slots=True)
+class TokenCosts:
+    """Everything in a step that depends only on its token and sequence counts (memoised)."""
+
+    gpu_s: float  # compute_s + memory_s
+    compute_s: float
+    memory_s: float
+    launch_s: float  # kernels x per-kernel launch cost
+    flops: float
+    bytes: float
+    moe_layer_s: float  # one MoE layer without its attention kernel and all-to-all (for two-batch overlap)
+    moe_a2a_s: float  # one MoE layer's dispatch and combine
+    moe_launch_s: float  # one MoE layer's launches
 
 
 @dataclass(frozen=True, slots=True)
