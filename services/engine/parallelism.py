@@ -41,7 +41,9 @@ class Parallelism:
         if self.tp % self.dp_attention:
             raise ValueError(f"dp_attention={self.dp_attention} must divide tp={self.tp}")
         if self.ep not in (1, self.tp):
-            raise ValueError(f"ep={self.ep} must be 1 (experts tensor-parallel) or tp={self.tp} (whole experts per GPU)")
+            raise ValueError(
+                f"ep={self.ep} must be 1 (experts tensor-parallel) or tp={self.tp} (whole experts per GPU)"
+            )
         if self.expert_imbalance < 1.0:
             raise ValueError(f"expert_imbalance={self.expert_imbalance} must be at least 1.0 (busiest GPU / mean)")
         if self.redundant_experts is not None and (self.redundant_experts < 0 or self.ep == 1):

@@ -95,7 +95,8 @@ class RooflineClock:
         seconds = self._with_launch(gpu_s, launch_s, style)
         return self._with_host_load(seconds, batch.host_load_tokens) if batch.host_load_tokens else seconds
 
-    def _overlapped(self, full: TokenCosts, key: tuple[int, int, LaunchStyle], attention_s: float) -> tuple[float, float]:
+    def _overlapped(self, full: TokenCosts, key: tuple[int, int, LaunchStyle],
+                    attention_s: float) -> tuple[float, float]:
         """GPU and launch seconds of the step, its MoE layers two-batch overlapped where the layout says so."""
         serial_s = full.gpu_s + attention_s * self._layer_count
         if not self._tbo:

@@ -58,17 +58,21 @@ class LinkSpec(BaseModel):
         return None if v in (None, "", "none") else parse_size(v)
 
 
+MAX_INSTANCE_GPUS = 320  # DeepSeek-V3's report decodes over EP320; its online system over EP144
+
+
 class PoolSpec(BaseModel):
     model_config = _FROZEN
     name: str = Field(pattern=r"^[a-z][a-z0-9-]{0,30}$", description="service name, unique in the scenario")
     role: Role
     dc: str = Field(description="datacenter the pool sits in")
     gpu: str = Field(description="GPU profile name, e.g. 'h200-sxm'")
-    tp: int = Field(1, ge=1, le=64, description="GPUs of one instance (tensor-parallel degree of its MLPs)")
-    dp_attention: int = Field(1, ge=1, le=64, description=(
+    tp: int = Field(1, ge=1, le=MAX_INSTANCE_GPUS, description=(
+        "GPUs of one instance (tensor-parallel degree of its MLPs)"))
+    dp_attention: int = Field(1, ge=1, le=MAX_INSTANCE_GPUS, description=(
         "data-parallel attention groups per instance (SGLang --enable-dp-attention --dp-size); attention is "
         "tensor-parallel over tp / dp_attention GPUs and an MLA latent is held once per group; 1: off"))
-    ep: int = Field(1, ge=1, le=64, description=(
+    ep: int = Field(1, ge=1, le=MAX_INSTANCE_GPUS, description=(
         "expert-parallel degree: 1 splits every expert over the tp GPUs, tp puts whole experts on each GPU "
         "with a dispatch/combine all-to-all per MoE layer (DeepEP)"))
     redundant_experts: int | None = Field(None, ge=0, description=(

@@ -35,7 +35,8 @@ def test_every_fitted_constant_names_the_file(calibration):
     # the fp8 GEMM fractions are not in a bf16 layer file: the calibration carries them over unchanged
     fitted = [(name, c) for name, c in calibration.gpu.efficiency if not name.startswith("fp8_")]
     assert all(SHIPPED_H200_MEASUREMENTS.name in c.source for _, c in fitted)
-    assert calibration.gpu.efficiency.fp8_gemm_compute_fraction == load_gpu("h200-sxm").efficiency.fp8_gemm_compute_fraction
+    carried = calibration.gpu.efficiency.fp8_gemm_compute_fraction
+    assert carried == load_gpu("h200-sxm").efficiency.fp8_gemm_compute_fraction
     eager = calibration.gpu.launch
     assert all(SHIPPED_H200_MEASUREMENTS.name in costs.kernel_s.source for costs in eager.values())
 
