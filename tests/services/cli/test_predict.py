@@ -127,3 +127,12 @@ def test_sequences_do_not_go_with_a_decode_batch(cli):
     code, _, err = cli("predict", "--gpu", "h100-sxm", "--model", "llama3-8b", "--decode-batch", "4",
                        "--context", "100", "--sequences", "2")
     assert code == 2 and "--sequences" in err
+
+
+def test_a_large_ep_decode_counts_one_output_token_per_sequence(cli):
+    layout = ("--gpu", "h100-sxm", "--model", "deepseek-v3", "--tp", "72", "--dp-attention", "72", "--ep", "72")
+    code, out, _ = cli("predict", *layout, "--decode-batch", str(72 * 256), "--context", "2000", "--json")
+    assert code == 0
+    result = json.loads(out)
+    assert result["launch_style"] == "cuda-graph"
+    assert_close(result["tokens_per_s_per_gpu"], 256 / result["seconds"], rel=1e-9)
