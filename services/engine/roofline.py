@@ -145,7 +145,8 @@ class RooflineClock:
         compute_s, memory_s = base.compute_s + attention.compute_s, base.memory_s + attention.memory_s
         key = (batch.new_tokens, len(batch.decode_contexts) + len(batch.chunks), style)
         gpu_s, launch_s = self._overlapped(base, key, (attention.compute_s + attention.memory_s) / self._layer_count)
-        memory_s -= max(0.0, compute_s + memory_s - gpu_s)  # what two-batch overlap hides is communication
+        hidden_s = max(0.0, compute_s + memory_s - gpu_s)  # what two-batch overlap hides: communication first
+        memory_s, compute_s = max(0.0, memory_s - hidden_s), compute_s - max(0.0, hidden_s - memory_s)
         seconds = self._with_launch(gpu_s, launch_s, style)
         if batch.host_load_tokens:
             memory_s += self._with_host_load(seconds, batch.host_load_tokens) - seconds

@@ -39,3 +39,12 @@ def test_overlap_of_a_small_decode_batch_reads_the_weights_twice_and_is_left_off
         return clock.step_seconds(StepBatch(decode_contexts=(65536,) * 64))
 
     assert decode(tbo=True) > decode(tbo=False) == decode()
+
+
+def test_predict_agrees_with_step_seconds_and_keeps_its_parts_whole_under_overlap():
+    clock = RooflineClock.for_names("h100-sxm", "deepseek-v3", tp=32, dp_attention=32, ep=32, tbo=True)
+    batch = StepBatch(chunks=(Chunk(4096),) * 128)
+    prediction = clock.predict(batch)
+    assert prediction.seconds == pytest.approx(clock.step_seconds(batch))
+    assert prediction.compute_s > 0 and prediction.memory_s >= 0
+    assert prediction.compute_s + prediction.memory_s <= prediction.seconds * (1 + 1e-9)
