@@ -42,7 +42,7 @@ def build_engines(plan: MeshPlan, service: ServicePlan) -> list[Engine]:
     scenario, pool = plan.scenario, service.pool
     gpu, model = load_gpu(pool.gpu), load_model(scenario.model)
     sizing = instance_sizing(scenario, pool)
-    clock = RooflineClock(gpu, model, tp=pool.tp, dp_attention=pool.dp_attention, ep=pool.ep)
+    clock = RooflineClock(gpu, model, tp=pool.tp, dp_attention=pool.dp_attention, ep=pool.ep, **pool.layout)
     spec = scenario.engine
     config = EngineConfig(kv_capacity_blocks=sizing.kv_capacity_blocks, vocab_size=model.vocab_size,
                           block_size=spec.block_size, max_num_batched_tokens=spec.max_batched_tokens,

@@ -50,7 +50,7 @@ def _row_cells(row: Row) -> list[str]:
 
 def report(calibration: Calibration, held_out: dict[str, float], markdown: bool = False) -> str:
     gpu = calibration.gpu
-    constants = [[name, f"{c.value:.4g}", c.source] for name, c in gpu.efficiency]
+    constants = [[name, f"{c.value:.4g}", c.source] for name, c in gpu.efficiency if c is not None]
     constants += [[f"{style.value}.{name}", f"{c.value:.4g}", c.source]
                   for style, costs in gpu.launch.items() for name, c in costs]
     offsets = ", ".join(f"{group} {s * 1e6:.1f} us" for group, s in calibration.microbenchmark_offsets_s.items())

@@ -1,6 +1,8 @@
 """`pdd-emu predict`: the roofline clock's time for one engine step.
 
     pdd-emu predict --gpu h200-sxm --model llama3-8b --layers 1 --prefill-tokens 8192 --json
+    pdd-emu predict --gpu h100-sxm --model deepseek-v3 --tp 32 --dp-attention 32 --ep 32 \
+        --sequences 128 --prefill-tokens 4096 --json     # a large-EP prefill step, tokens/s per GPU and node
 
 A prefill or extend step is launched eagerly, a decode step as a CUDA graph,
 as the engine does (services/engine/batch.py).
@@ -34,11 +36,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "group serves 1/D of the sequences (default 1: off)")
     parser.add_argument("--ep", type=int, default=1, metavar="E",
                         help="expert parallelism: 1 (experts tensor-parallel) or tp (whole experts per GPU, "
-                             "all-to-all dispatch and combine)")
+                             "DeepEP dispatch and combine)")
+    parser.add_argument("--redundant-experts", type=int, metavar="R",
+                        help="EPLB's replicated experts (default: the fewest that fill the ep GPUs evenly)")
+    parser.add_argument("--expert-imbalance", type=float, default=1.0, metavar="F",
+                        help="routed tokens of the busiest GPU over the mean (default 1.0: balanced)")
+    parser.add_argument("--tbo", choices=("on", "off"),
+                        help="two-batch overlap of the MoE layers (default: on with --ep > 1)")
+    parser.add_argument("--dense-dp", choices=("on", "off"),
+                        help="dense layers and LM head data-parallel on every GPU (default off)")
     shape = parser.add_mutually_exclusive_group(required=True)
-    shape.add_argument("--prefill-tokens", type=int, metavar="T", help="one sequence's prefill of T tokens")
+    shape.add_argument("--prefill-tokens", type=int, metavar="T",
+                       help="a prefill of T tokens for each of --sequences sequences (default 1)")
     shape.add_argument("--extend-tokens", type=int, metavar="T", help="T new tokens appended to --context cached ones")
     shape.add_argument("--decode-batch", type=int, metavar="B", help="B sequences decoding one token each")
+    parser.add_argument("--sequences", type=int, metavar="N",
+                        help="with --prefill-tokens or --extend-tokens: sequences in the step (default 1)")
     parser.add_argument("--cached-tokens", type=int, metavar="C",
                         help="with --prefill-tokens: prefix tokens already in the cache (default 0)")
     parser.add_argument("--context", type=int, metavar="C",
@@ -60,6 +73,17 @@ def _within_context(tokens: int, model: ModelProfile, what: str) -> None:
 
 def build_batch(args: argparse.Namespace, model: ModelProfile) -> tuple[StepBatch, str]:
     """The step the flags describe, and a few words naming it."""
+    sequences = getattr(args, "sequences", None)
+    if sequences is not None and args.decode_batch is not None:
+        raise UsageError("--sequences goes with --prefill-tokens or --extend-tokens; --decode-batch is the batch")
+    count = 1 if sequences is None else _positive(sequences, "--sequences")
+    batch, step = _one_sequence_batch(args, model)
+    if count == 1:
+        return batch, step
+    return StepBatch(chunks=batch.chunks * count), f"{count} sequences, each: {step}"
+
+
+def _one_sequence_batch(args: argparse.Namespace, model: ModelProfile) -> tuple[StepBatch, str]:
     if args.prefill_tokens is not None:
         if args.context is not None:
             raise UsageError("--context goes with --extend-tokens or --decode-batch; use --cached-tokens for a prefill")
@@ -84,26 +108,36 @@ def build_batch(args: argparse.Namespace, model: ModelProfile) -> tuple[StepBatc
     return StepBatch(decode_contexts=(context,) * batch), f"decode {batch} sequences over {context} tokens each"
 
 
-def _as_dict(args: argparse.Namespace, step: str, p: StepPrediction) -> dict:
+def _as_dict(args: argparse.Namespace, step: str, p: StepPrediction, batch: StepBatch, per_node: int) -> dict:
+    # input tokens for a prefill or extend, output tokens for decode (one per sequence)
+    per_gpu = batch.new_tokens / p.seconds / args.tp
     return {
         "gpu": args.gpu, "model": args.model, "tp": args.tp, "dp_attention": args.dp_attention, "ep": args.ep,
         "layers": args.layers, "step": step,
         "launch_style": p.launch_style.value, "seconds": p.seconds, "ms": p.seconds * 1e3,
         "flops": p.flops, "bytes": p.bytes, "bound": p.bound,
         "compute_s": p.compute_s, "memory_s": p.memory_s, "overhead_s": p.overhead_s,
+        "tokens_per_s_per_gpu": per_gpu, "tokens_per_s_per_node": per_gpu * per_node,
     }
+
+
+def _layout(args: argparse.Namespace) -> dict:
+    on_off = {None: None, "on": True, "off": False}
+    return {"redundant_experts": args.redundant_experts, "expert_imbalance": args.expert_imbalance,
+            "tbo": on_off[args.tbo], "dense_dp": args.dense_dp == "on"}
 
 
 def run(args: argparse.Namespace) -> int:
     try:
         gpu, model = load_gpu(args.gpu), load_model(args.model)
         batch, step = build_batch(args, model)
-        clock = RooflineClock(gpu, model, tp=args.tp, layers=args.layers, dp_attention=args.dp_attention, ep=args.ep)
+        clock = RooflineClock(gpu, model, tp=args.tp, layers=args.layers, dp_attention=args.dp_attention, ep=args.ep,
+                              **_layout(args))
     except ValueError as exc:  # unknown names, bad sizes, tp or layers the model cannot take
         fail(str(exc))
     prediction = clock.predict(batch)
     if args.json:
-        print(json.dumps(_as_dict(args, step, prediction)))
+        print(json.dumps(_as_dict(args, step, prediction, batch, gpu.gpus_per_node)))
     else:
         layers = "all layers" if args.layers is None else f"{args.layers} layer{'s' * (args.layers > 1)}"
         print(

@@ -139,8 +139,12 @@ def _moe_mlp(model: ModelProfile, tp: int, ep: int = 1) -> MlpShape | None:
     )
 
 
-def layer_shapes(model: ModelProfile, tp: int, attention_tp: int | None = None, ep: int = 1) -> LayerShapes:
-    """One GPU's shapes: attention split over `attention_tp` GPUs (default tp), MLPs over tp (docs/roofline.md)."""
+def layer_shapes(model: ModelProfile, tp: int, attention_tp: int | None = None, ep: int = 1,
+                 dense_dp: bool = False) -> LayerShapes:
+    """One GPU's shapes: attention split over `attention_tp` GPUs (default tp), MLPs over tp (docs/roofline.md).
+
+    With `dense_dp` the dense MLPs are whole on every GPU, which runs them on its own tokens.
+    """
     attention_tp = tp if attention_tp is None else attention_tp
     if attention_tp not in model.tensor_parallel_degrees():
         choices = ", ".join(map(str, model.tensor_parallel_degrees()))
@@ -151,7 +155,7 @@ def layer_shapes(model: ModelProfile, tp: int, attention_tp: int | None = None, 
         )
     return LayerShapes(
         attention=_gqa_attention(model, attention_tp) if model.mla is None else _mla_attention(model, attention_tp),
-        dense_mlp=_dense_mlp(model, tp),
+        dense_mlp=_dense_mlp(model, 1 if dense_dp else tp),
         moe_mlp=_moe_mlp(model, tp, ep),
         allreduce_bytes_per_token=model.hidden_size * ACTIVATION_BYTES,
     )

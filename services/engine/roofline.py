@@ -11,49 +11,24 @@ the step's launch style. All formulas: docs/roofline.md.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Literal
+from typing import Any
 
 from services.engine.batch import Chunk, StepBatch
-from services.engine.parallelism import (
-    COMBINE_BYTES, DISPATCH_BYTES, Parallelism, allgather_seconds, allreduce_seconds, alltoall_seconds,
-)
+from services.engine.expert_dispatch import DispatchMode
+from services.engine.layer_comm import LayerComm
 from services.engine.layer_shapes import Gemm, LayerShapes, MlpShape, layer_shapes
+from services.engine.overlap import comm_sm_share, overlapped_layers_seconds
+from services.engine.parallelism import Parallelism
 from services.engine.roofline_ops import (
-    ACTIVATION_BYTES, Cost, OpRates, Tally, decode_attention_cost, elementwise_cost, expected_distinct_experts,
-    prefill_attention_cost,
+    ACTIVATION_BYTES, Cost, OpRates, StepPrediction, Tally, TokenCosts, decode_attention_cost, elementwise_cost,
+    expected_distinct_experts, prefill_attention_cost,
 )
 from services.profiles import load_gpu, load_model
 from services.profiles.gpu import GpuProfile
 from services.profiles.model import DTYPE_BYTES, ModelProfile
 from services.types import LaunchStyle
 
-Bound = Literal["compute", "memory", "overhead"]
 _MEMO_LIMIT = 1 << 16
-
-
-@dataclass(frozen=True, slots=True)
-class StepPrediction:
-    seconds: float
-    flops: float  # one GPU's share
-    bytes: float  # one GPU's HBM traffic
-    bound: Bound
-    compute_s: float  # ops whose compute time exceeds their memory time
-    memory_s: float  # memory-bound ops plus tensor-parallel communication
-    overhead_s: float  # launch and per-step fixed costs
-    launch_style: LaunchStyle
-
-
-@dataclass(frozen=True, slots=True)
-class _TokenCosts:
-    """Everything in a step that depends only on its token and sequence counts (memoised)."""
-
-    gpu_s: float  # compute_s + memory_s
-    compute_s: float
-    memory_s: float
-    launch_s: float  # kernels x per-kernel launch cost
-    flops: float
-    bytes: float
 
 
 class RooflineClock:
@@ -61,19 +36,27 @@ class RooflineClock:
 
     `layers` overrides the layer count and drops embeddings, LM head and
     sampling, so that one decoder layer can be predicted (docs/roofline.md §Step).
+    `layout` takes Parallelism's other fields: redundant_experts, expert_imbalance,
+    dense_dp, tbo (docs/roofline.md §Parallelism).
     """
 
     def __init__(self, gpu: GpuProfile, model: ModelProfile, tp: int = 1, layers: int | None = None,
-                 dp_attention: int = 1, ep: int = 1) -> None:
+                 dp_attention: int = 1, ep: int = 1, **layout: Any) -> None:
         if layers is not None and not 1 <= layers <= model.num_layers:
             raise ValueError(f"layers={layers} is outside 1..{model.num_layers} for {model.name}")
         self.gpu, self.model, self.tp, self.layers = gpu, model, tp, layers
-        if tp not in model.tensor_parallel_degrees():
+        if tp < 1:
             layer_shapes(model, tp)  # raises, naming the degrees the model takes
-        self.parallel = Parallelism(tp, dp_attention, ep)
+        self.parallel = Parallelism(tp, dp_attention, ep, **layout)
         self.parallel.check(model)
+        # with whole experts and data-parallel attention only the dense MLP and the vocabulary split over tp
+        if tp not in model.tensor_parallel_degrees() and not (ep == tp == dp_attention):
+            layer_shapes(model, tp)  # raises, naming the degrees the model takes
         self._dp = dp_attention
-        self._shapes: LayerShapes = layer_shapes(model, tp, self.parallel.attention_tp, ep)
+        self._dense_dp = self.parallel.dense_data_parallel
+        self._shapes: LayerShapes = layer_shapes(model, tp, self.parallel.attention_tp, ep, self._dense_dp)
+        self._comm = LayerComm(gpu, model, self.parallel)
+        self._slots = self.parallel.expert_slots(model) if model.moe is not None else 0
         # host-tier KV each GPU loads per token over its PCIe link (docs/engine.md, "Host tier")
         self._host_load_s_per_token = (
             model.kv_bytes_per_token * self.parallel.kv_replicas(model) / tp / gpu.pcie_bandwidth_Bps
@@ -85,15 +68,16 @@ class RooflineClock:
         self._dense_layers = min(self._layer_count, model.dense_layers)
         self._moe_layers = self._layer_count - self._dense_layers
         self._with_head = layers is None
+        self._tbo = self.parallel.two_batch_overlap and self._moe_layers > 0
         self._launch = {
             style: (c.kernel_s.value, c.step_s.value, c.overlap_exponent.value) for style, c in gpu.launch.items()
         }
-        self._memo: dict[tuple[int, int, LaunchStyle], _TokenCosts] = {}
+        self._memo: dict[tuple[int, int, LaunchStyle], TokenCosts] = {}
 
     @classmethod
     def for_names(cls, gpu_name: str, model_name: str, tp: int = 1, layers: int | None = None,
-                  dp_attention: int = 1, ep: int = 1) -> RooflineClock:
-        return cls(load_gpu(gpu_name), load_model(model_name), tp, layers, dp_attention, ep)
+                  dp_attention: int = 1, ep: int = 1, **layout: Any) -> RooflineClock:
+        return cls(load_gpu(gpu_name), load_model(model_name), tp, layers, dp_attention, ep, **layout)
 
     # --- the hot path ------------------------------------------------------
     def step_seconds(self, batch: StepBatch, launch_style: LaunchStyle | None = None) -> float:
@@ -104,12 +88,32 @@ class RooflineClock:
         tokens = len(contexts) + sum([chunk.new_tokens for chunk in chunks])
         key = (tokens, len(contexts) + len(chunks), style)
         token_costs = self._memo.get(key) or self._token_costs(*key)
-        gpu_s = token_costs.gpu_s
-        per_rank = self._layer_count / self._dp  # DP attention ranks share the sequences evenly
+        attention_s = 0.0  # one layer's attention kernels; DP attention ranks share the sequences evenly
         for compute_s, memory_s, _, _ in self._attention_costs(batch):
-            gpu_s += (compute_s if compute_s > memory_s else memory_s) * per_rank
-        seconds = self._with_launch(gpu_s, token_costs.launch_s, style)
+            attention_s += (compute_s if compute_s > memory_s else memory_s) / self._dp
+        gpu_s, launch_s = self._overlapped(token_costs, key, attention_s)
+        seconds = self._with_launch(gpu_s, launch_s, style)
         return self._with_host_load(seconds, batch.host_load_tokens) if batch.host_load_tokens else seconds
+
+    def _overlapped(self, full: TokenCosts, key: tuple[int, int, LaunchStyle],
+                    attention_s: float) -> tuple[float, float]:
+        """GPU and launch seconds of the step, its MoE layers two-batch overlapped where the layout says so."""
+        serial_s = full.gpu_s + attention_s * self._layer_count
+        if not self._tbo:
+            return serial_s, full.launch_s
+        tokens, sequences, style = key
+        half_key = ((tokens + 1) // 2, (sequences + 1) // 2, style)
+        half = self._memo.get(half_key) or self._token_costs(*half_key)
+        moe = self._moe_layers
+        rest_s = serial_s - moe * (full.moe_layer_s + full.moe_a2a_s + attention_s)
+        mode = DispatchMode.NORMAL if style is LaunchStyle.EAGER else DispatchMode.LOW_LATENCY
+        moe_s = overlapped_layers_seconds(
+            half.moe_layer_s + attention_s / 2, half.moe_a2a_s, moe, comm_sm_share(self.gpu, mode)
+        )
+        overlapped = rest_s + moe_s, full.launch_s + moe * full.moe_launch_s  # each micro-batch launches its kernels
+        if self.parallel.tbo is None and serial_s <= overlapped[0]:  # auto: only where it pays, as deployments tune it
+            return serial_s, full.launch_s
+        return overlapped
 
     def chunked_prefill_seconds(self, tokens: int, chunk_tokens: int, cached_tokens: int = 0) -> float:
         """A lone prompt computed in chunks of `chunk_tokens`, each over the KV of those before it."""
@@ -139,7 +143,11 @@ class RooflineClock:
         for cost in self._attention_costs(batch):
             attention.add(cost, self._layer_count / self._dp)
         compute_s, memory_s = base.compute_s + attention.compute_s, base.memory_s + attention.memory_s
-        seconds = self._with_launch(compute_s + memory_s, base.launch_s, style)
+        key = (batch.new_tokens, len(batch.decode_contexts) + len(batch.chunks), style)
+        gpu_s, launch_s = self._overlapped(base, key, (attention.compute_s + attention.memory_s) / self._layer_count)
+        hidden_s = max(0.0, compute_s + memory_s - gpu_s)  # what two-batch overlap hides: communication first
+        memory_s, compute_s = max(0.0, memory_s - hidden_s), compute_s - max(0.0, hidden_s - memory_s)
+        seconds = self._with_launch(gpu_s, launch_s, style)
         if batch.host_load_tokens:
             memory_s += self._with_host_load(seconds, batch.host_load_tokens) - seconds
             seconds = self._with_host_load(seconds, batch.host_load_tokens)
@@ -172,71 +180,69 @@ class RooflineClock:
             yield prefill_attention_cost(rates, pairs, sh.prefill_flops_per_pair, moved)
 
     # --- everything else: depends only on token and sequence counts --------
-    def _token_costs(self, tokens: int, sequences: int, style: LaunchStyle) -> _TokenCosts:
+    def _token_costs(self, tokens: int, sequences: int, style: LaunchStyle) -> TokenCosts:
         sh, rates, weight_bytes = self._shapes, self._rates, self._weight_bytes
-        tally, layers = Tally(), self._layer_count
+        mode = DispatchMode.NORMAL if style is LaunchStyle.EAGER else DispatchMode.LOW_LATENCY
+        attention = Tally()  # one layer's attention half but its kernel (which depends on the contexts)
         attention_tokens = tokens / self._dp  # each DP attention rank projects its own sequences' tokens
         for gemm in sh.attention.gemms:
-            tally.add_gemm(rates, attention_tokens, gemm, weight_bytes, layers)
-        tally.add(elementwise_cost(rates, attention_tokens * sh.attention.elementwise_bytes_per_token), layers)
-        kernels = sh.attention.kernels * layers
-        kernels += self._add_mlp(tally, sh.dense_mlp, tokens, self._dense_layers)
+            attention.add_gemm(rates, attention_tokens, gemm, weight_bytes)
+        attention.add(elementwise_cost(rates, attention_tokens * sh.attention.elementwise_bytes_per_token))
+        dense, moe = Tally(), Tally()
+        self._add_mlp(dense, sh.dense_mlp, tokens, self._dense_dp)
+        dense.memory_s += self._comm.dense_layer_s(tokens)
+        tally = Tally()
+        tally.add_tally(attention, self._dense_layers)
+        tally.add_tally(dense, self._dense_layers)
+        kernel_s = self._launch[style][0]
+        moe_kernels = sh.attention.kernels
         if sh.moe_mlp is not None:
-            kernels += self._add_mlp(tally, sh.moe_mlp, tokens, self._moe_layers, self.parallel.ep)
-        dense_comm_s, moe_comm_s = self._layer_comm_seconds(tokens)
-        tally.memory_s += self._dense_layers * dense_comm_s + self._moe_layers * moe_comm_s
+            self._add_mlp(moe, sh.moe_mlp, tokens, self.parallel.ep > 1)
+            moe.memory_s += self._comm.moe_layer_s(tokens, mode)
+            moe_kernels += sh.moe_mlp.kernels
+        moe_a2a_s = self._comm.moe_a2a_s(tokens, mode) if sh.moe_mlp is not None else 0.0
+        tally.add_tally(attention, self._moe_layers)
+        tally.add_tally(moe, self._moe_layers)
+        tally.memory_s += moe_a2a_s * self._moe_layers
+        kernels = (sh.attention.kernels + sh.dense_mlp.kernels) * self._dense_layers + moe_kernels * self._moe_layers
         if self._with_head:
             kernels += self._add_head(tally, tokens, sequences)
-        costs = _TokenCosts(
-            tally.compute_s + tally.memory_s, tally.compute_s, tally.memory_s,
-            kernels * self._launch[style][0], tally.flops, tally.bytes,
+        costs = TokenCosts(
+            tally.compute_s + tally.memory_s, tally.compute_s, tally.memory_s, kernels * kernel_s, tally.flops,
+            tally.bytes, attention.compute_s + attention.memory_s + moe.compute_s + moe.memory_s, moe_a2a_s,
+            moe_kernels * kernel_s,
         )
         if len(self._memo) >= _MEMO_LIMIT:
             self._memo.clear()
         self._memo[(tokens, sequences, style)] = costs
         return costs
 
-    def _add_mlp(self, tally: Tally, mlp: MlpShape, tokens: int, layers: int, ep: int = 1) -> int:
-        if layers == 0:
-            return 0
-        # with EP each GPU runs the router and shared experts on its own 1/tp of the tokens
-        local_tokens = tokens / self.tp if ep > 1 else tokens
+    def _add_mlp(self, tally: Tally, mlp: MlpShape, tokens: int, data_parallel: bool) -> None:
+        # data-parallel (EP's router and shared experts, dense DP's MLP): each GPU runs its own 1/tp of the tokens
+        local_tokens = tokens / self.tp if data_parallel else tokens
         for gemm in mlp.gemms:
-            tally.add_gemm(self._rates, local_tokens, gemm, self._weight_bytes, layers)
-        tally.add(elementwise_cost(self._rates, local_tokens * mlp.elementwise_bytes_per_token), layers)
+            tally.add_gemm(self._rates, local_tokens, gemm, self._weight_bytes)
+        tally.add(elementwise_cost(self._rates, local_tokens * mlp.elementwise_bytes_per_token))
         if mlp.routed_experts:  # docs/roofline.md §MoE: only the experts the batch touches are read
             distinct = expected_distinct_experts(mlp.routed_experts, mlp.experts_per_token, tokens)
-            tokens_per_expert = tokens * mlp.experts_per_token / distinct
-            for gemm in mlp.expert_gemms:  # with EP a GPU holds 1/ep of the touched experts
-                tally.add_gemm(self._rates, tokens_per_expert, gemm, self._weight_bytes, layers * distinct / ep)
-        return mlp.kernels * layers
-
-    def _layer_comm_seconds(self, tokens: int) -> tuple[float, float]:
-        """docs/roofline.md §Parallelism: communication of one dense layer and of one MoE layer."""
-        gpu, tp, dp, group = self.gpu, self.tp, self._dp, self.parallel.attention_tp
-        row = self._shapes.allreduce_bytes_per_token
-        if dp == 1:  # two all-reduces of the hidden state per layer
-            dense = 2 * allreduce_seconds(gpu, tp, tokens * row)
-        else:  # attention all-reduce in its group, then all-gather to the MLP and reduce-scatter back
-            dense = allreduce_seconds(gpu, group, tokens / dp * row) + 2 * allgather_seconds(gpu, tp, tokens * row)
-        if self.parallel.ep == 1 or self.model.moe is None:
-            return dense, dense
-        # EP: the group's tokens are split across its GPUs for dispatch and gathered again after combine
-        attention = allreduce_seconds(gpu, group, tokens / dp * row) + allgather_seconds(gpu, group, tokens / dp * row)
-        k, h, ep = self.model.moe.experts_per_token, self.model.hidden_size, self.parallel.ep
-        sent_per_token = k * h * (ep - 1) / ep  # routed copies that leave the GPU
-        local = tokens / tp
-        moe = alltoall_seconds(gpu, ep, local * sent_per_token * DISPATCH_BYTES)
-        moe += alltoall_seconds(gpu, ep, local * sent_per_token * COMBINE_BYTES)
-        return dense, attention + moe
+            if self.parallel.ep == 1:
+                touched, per_expert = distinct, tokens * mlp.experts_per_token / distinct
+            else:  # each GPU's slots, touched as often as their experts; the busiest GPU sets the pace
+                touched = self._slots * distinct / mlp.routed_experts
+                routed = tokens * mlp.experts_per_token / self.parallel.ep * self.parallel.expert_imbalance
+                per_expert = routed / touched
+            for gemm in mlp.expert_gemms:
+                tally.add_gemm(self._rates, per_expert, gemm, self._weight_bytes, touched)
 
     def _add_head(self, tally: Tally, tokens: int, sequences: int) -> int:
         """docs/roofline.md §Full-model step: embedding gather, final norm, LM head on last tokens, sampling."""
-        h, vocab_shard = self.model.hidden_size, self.model.vocab_size // self.tp
+        h = self.model.hidden_size
+        # vocabulary-parallel over tp, or (dense DP) whole on every GPU for its own sequences
+        vocab, rows = (self.model.vocab_size, sequences / self.tp) if self._dense_dp else \
+            (self.model.vocab_size // self.tp, sequences)
         tally.add(elementwise_cost(self._rates, tokens * 2 * 2 * h * ACTIVATION_BYTES))  # gather + final norm
-        tally.add_gemm(self._rates, sequences, Gemm(h, vocab_shard), self._weight_bytes)
-        logits_bytes = sequences * vocab_shard * 4  # fp32 logits
+        tally.add_gemm(self._rates, rows, Gemm(h, vocab), self._weight_bytes)
+        logits_bytes = rows * vocab * 4  # fp32 logits
         tally.add(elementwise_cost(self._rates, 2 * logits_bytes))  # softmax and argmax read them
-        # gathering the vocab shards, about as dear as an all-reduce of the logits
-        tally.memory_s += allreduce_seconds(self.gpu, self.tp, logits_bytes)
+        tally.memory_s += self._comm.head_s(sequences)
         return 4

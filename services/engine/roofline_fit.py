@@ -134,6 +134,10 @@ def _fit_ops(gpu: GpuProfile, m: Measurements, source: str) -> tuple[Efficiency,
         attention_half_tokens=fitted(prefill[1], "attention_prefill", len(m.attention_prefill)),
         attention_decode_bandwidth_fraction=fitted(decode[0], "attention_decode", len(m.attention_decode)),
         elementwise_bandwidth_fraction=fitted(copy_fraction, "hbm_copy", 1),
+        # fp8 GEMMs are not in a bf16 layer measurement: keep what the profile has
+        fp8_gemm_compute_fraction=gpu.efficiency.fp8_gemm_compute_fraction,
+        fp8_gemm_bandwidth_fraction=gpu.efficiency.fp8_gemm_bandwidth_fraction,
+        fp8_gemm_blend_exponent=gpu.efficiency.fp8_gemm_blend_exponent,
     )
     offsets = {"gemm": float(gemm[3]), "attention_prefill": float(prefill[2]), "attention_decode": float(decode[1])}
     return efficiency, gemm_rows + prefill_rows + decode_rows, offsets

@@ -8,14 +8,42 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from services.profiles.gpu import GpuProfile
+from services.types import LaunchStyle
 
 if TYPE_CHECKING:
     from services.engine.layer_shapes import Gemm
 
 ACTIVATION_BYTES = 2  # bf16 activations whatever the weight dtype
+Bound = Literal["compute", "memory", "overhead"]
+
+@dataclass(frozen=True, slots=True)
+class StepPrediction:
+    seconds: float
+    flops: float  # one GPU's share
+    bytes: float  # one GPU's HBM traffic
+    bound: Bound
+    compute_s: float  # ops whose compute time exceeds their memory time
+    memory_s: float  # memory-bound ops plus tensor-parallel communication
+    overhead_s: float  # launch and per-step fixed costs
+    launch_style: LaunchStyle
+
+
+@dataclass(frozen=True, slots=True)
+class TokenCosts:
+    """Everything in a step that depends only on its token and sequence counts (memoised)."""
+
+    gpu_s: float  # compute_s + memory_s
+    compute_s: float
+    memory_s: float
+    launch_s: float  # kernels x per-kernel launch cost
+    flops: float
+    bytes: float
+    moe_layer_s: float  # one MoE layer without its attention kernel and all-to-all (for two-batch overlap)
+    moe_a2a_s: float  # one MoE layer's dispatch and combine
+    moe_launch_s: float  # one MoE layer's launches
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,10 +62,15 @@ class OpRates:
     def of(cls, gpu: GpuProfile, weight_dtype: str) -> OpRates:
         e = gpu.efficiency
         peak, hbm = gpu.peak_flops(weight_dtype), gpu.hbm_bandwidth_Bps
+        fp8 = weight_dtype == "fp8" and gpu.dense_fp8_flops is not None and e.fp8_gemm_compute_fraction is not None
+        compute, bandwidth, blend = (
+            (e.fp8_gemm_compute_fraction, e.fp8_gemm_bandwidth_fraction, e.fp8_gemm_blend_exponent) if fp8
+            else (e.gemm_compute_fraction, e.gemm_bandwidth_fraction, e.gemm_blend_exponent)
+        )
         return cls(
-            gemm_flops=peak * e.gemm_compute_fraction.value,
-            gemm_Bps=hbm * e.gemm_bandwidth_fraction.value,
-            gemm_blend=e.gemm_blend_exponent.value,
+            gemm_flops=peak * compute.value,
+            gemm_Bps=hbm * bandwidth.value,
+            gemm_blend=blend.value,
             attention_flops=gpu.dense_bf16_flops * e.attention_compute_fraction.value,  # attention runs in bf16
             attention_half_tokens=e.attention_half_tokens.value,
             decode_attention_Bps=hbm * e.attention_decode_bandwidth_fraction.value,
@@ -101,6 +134,12 @@ class Tally:
             self.memory_s += op_s * times
         self.flops += flops * times
         self.bytes += moved * times
+
+    def add_tally(self, other: Tally, times: float = 1.0) -> None:
+        self.compute_s += other.compute_s * times
+        self.memory_s += other.memory_s * times
+        self.flops += other.flops * times
+        self.bytes += other.bytes * times
 
     def add_gemm(self, rates: OpRates, m: float, gemm: Gemm, weight_bytes: int, times: float = 1.0) -> None:
         cost = gemm_cost(rates, m, gemm.k, gemm.n, weight_bytes)

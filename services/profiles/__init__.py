@@ -69,7 +69,10 @@ def _gpu_from_yaml(name: str) -> GpuProfile:
     donor_name = entry.pop("constants_from", None)
     if donor_name is not None:
         donor = _gpu_from_yaml(donor_name)
-        borrowed = {key: Constant(value=c.value, source=f"{donor_name}: {c.source}") for key, c in donor.efficiency}
+        borrowed = {
+            key: Constant(value=c.value, source=f"{donor_name}: {c.source}")
+            for key, c in donor.efficiency if c is not None
+        }
         entry["efficiency"] = Efficiency(**borrowed)
         entry["launch"] = {
             style: LaunchCosts(**{key: Constant(value=c.value, source=f"{donor_name}: {c.source}") for key, c in costs})

@@ -35,6 +35,10 @@ class Efficiency(BaseModel):
     attention_half_tokens: Constant = Field(description="sequence length at which flash attention reaches half of it")
     attention_decode_bandwidth_fraction: Constant = Field(description="decode attention KV read rate / HBM peak")
     elementwise_bandwidth_fraction: Constant = Field(description="copy rate (read + write) / HBM peak")
+    fp8_gemm_compute_fraction: Constant | None = Field(None, description=(
+        "fp8 GEMMs with fine-grained scales (DeepGEMM): throughput / fp8 peak; None: the bf16 fractions"))
+    fp8_gemm_bandwidth_fraction: Constant | None = Field(None, description="fp8 GEMMs: weight streaming rate / HBM peak")
+    fp8_gemm_blend_exponent: Constant | None = Field(None, description="fp8 GEMMs: p of the smooth max")
 
 
 class LaunchCosts(BaseModel):
@@ -62,6 +66,9 @@ class GpuProfile(BaseModel):
     nic_bandwidth_bps: float = Field(gt=0, description="scale-out NIC bandwidth per GPU, bits per second")
     nic_latency_s: Constant = Field(description="fixed latency of a collective that crosses nodes over the NICs")
     gpus_per_node: int = Field(8, ge=1, description="GPUs one server's interconnect joins")
+    sm_count: int | None = Field(None, ge=1, description=(
+        "streaming multiprocessors (datasheet); the share DeepEP's normal kernels take from compute under "
+        "two-batch overlap (docs/roofline.md §Two-batch overlap); None: not modelled"))
     pcie_bandwidth_Bps: float = Field(gt=0, description="host link per GPU and direction, bytes/s")
     host_memory_bytes: int = Field(gt=0, description="DRAM of one server of these GPUs, e.g. '2TiB'")
     host_memory_source: str = Field(description="where the server's memory size comes from")

@@ -35,6 +35,16 @@ class MoeMlp(BaseModel):
     experts_per_token: int = Field(gt=0, description="routed experts active per token")
     expert_intermediate_size: int = Field(gt=0, description="intermediate width of one expert's SwiGLU")
     first_dense_layers: int = Field(ge=0, description="leading layers with a dense MLP instead of experts")
+    expert_groups: int = Field(1, ge=1, description=(
+        "groups the experts are split into for node-limited routing (DeepSeek-V3's n_group); 1: no groups"))
+    groups_per_token: int = Field(1, ge=1, description=(
+        "groups a token's experts may come from (DeepSeek-V3's topk_group); docs/roofline.md §Expert dispatch"))
+
+    @model_validator(mode="after")
+    def _groups(self) -> "MoeMlp":
+        if self.routed_experts % self.expert_groups or self.groups_per_token > self.expert_groups:
+            raise ValueError("expert_groups must divide routed_experts and be at least groups_per_token")
+        return self
 
 
 class ModelProfile(BaseModel):

@@ -33,7 +33,7 @@ class PrefillChunks:
     def __init__(self, scenario: Scenario) -> None:
         pool = next(p for p in scenario.pools if p.role is Role.PREFILL)
         self.clock = RooflineClock(load_gpu(pool.gpu), load_model(scenario.model), tp=pool.tp,
-                                   dp_attention=pool.dp_attention, ep=pool.ep)
+                                   dp_attention=pool.dp_attention, ep=pool.ep, **pool.layout)
         engine = scenario.engine
         self.chunk_tokens = engine.long_prefill_token_threshold or engine.max_batched_tokens
         self.dilation = scenario.time_dilation

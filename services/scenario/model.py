@@ -58,21 +58,38 @@ class LinkSpec(BaseModel):
         return None if v in (None, "", "none") else parse_size(v)
 
 
+MAX_INSTANCE_GPUS = 320  # DeepSeek-V3's report decodes over EP320; its online system over EP144
+
+
 class PoolSpec(BaseModel):
     model_config = _FROZEN
     name: str = Field(pattern=r"^[a-z][a-z0-9-]{0,30}$", description="service name, unique in the scenario")
     role: Role
     dc: str = Field(description="datacenter the pool sits in")
     gpu: str = Field(description="GPU profile name, e.g. 'h200-sxm'")
-    tp: int = Field(1, ge=1, le=64, description="GPUs of one instance (tensor-parallel degree of its MLPs)")
-    dp_attention: int = Field(1, ge=1, le=64, description=(
+    tp: int = Field(1, ge=1, le=MAX_INSTANCE_GPUS, description=(
+        "GPUs of one instance (tensor-parallel degree of its MLPs)"))
+    dp_attention: int = Field(1, ge=1, le=MAX_INSTANCE_GPUS, description=(
         "data-parallel attention groups per instance (SGLang --enable-dp-attention --dp-size); attention is "
         "tensor-parallel over tp / dp_attention GPUs and an MLA latent is held once per group; 1: off"))
-    ep: int = Field(1, ge=1, le=64, description=(
+    ep: int = Field(1, ge=1, le=MAX_INSTANCE_GPUS, description=(
         "expert-parallel degree: 1 splits every expert over the tp GPUs, tp puts whole experts on each GPU "
         "with a dispatch/combine all-to-all per MoE layer (DeepEP)"))
+    redundant_experts: int | None = Field(None, ge=0, description=(
+        "EPLB's replicated experts with ep > 1; None: the fewest that fill the ep GPUs evenly"))
+    expert_imbalance: float = Field(1.0, ge=1.0, description=(
+        "routed tokens of the busiest GPU over the mean with ep > 1 (1.0: balanced; docs/roofline.md)"))
+    tbo: bool | None = Field(None, description="two-batch overlap of the MoE layers; None: on with ep > 1")
+    dense_dp: bool = Field(False, description=(
+        "dense layers and LM head data-parallel on every GPU (SGLang --moe-dense-tp-size 1); more weights per GPU"))
     count: int = Field(1, ge=1, le=64, description="instances hosted by this pool's process")
     price_per_hour: float | None = Field(None, ge=0, description="per GPU; defaults to the GPU profile's")
+
+    @property
+    def layout(self) -> dict:
+        """The step clock's layout options beyond tp, dp_attention and ep (RooflineClock's `layout`)."""
+        return {"redundant_experts": self.redundant_experts, "expert_imbalance": self.expert_imbalance,
+                "tbo": self.tbo, "dense_dp": self.dense_dp}
 
     @model_validator(mode="after")
     def _layout(self) -> "PoolSpec":

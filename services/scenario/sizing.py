@@ -24,7 +24,7 @@ class InstanceSizing:
 
 def instance_sizing(scenario: Scenario, pool: PoolSpec) -> InstanceSizing:
     gpu, model, spec = load_gpu(pool.gpu), load_model(scenario.model), scenario.engine
-    parallel = Parallelism(pool.tp, pool.dp_attention, pool.ep)
+    parallel = Parallelism(pool.tp, pool.dp_attention, pool.ep, **pool.layout)
     parallel.check(model)
     replicas = parallel.kv_replicas(model)
     blocks = kv_capacity_blocks(gpu.hbm_bytes, spec.gpu_memory_utilization, parallel.weight_bytes(model),

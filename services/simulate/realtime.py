@@ -31,7 +31,8 @@ def instance_tokens_per_s(scenario: Scenario, pool_name: str) -> float:
     context = min(REPORT_CONTEXT, load_model(scenario.model).max_context)
     sizing = instance_sizing(scenario, pool)
     most = max(1, min(sizing.kv_capacity_blocks * scenario.engine.block_size // context, sizing.max_running))
-    clock = RooflineClock.for_names(pool.gpu, scenario.model, pool.tp, dp_attention=pool.dp_attention, ep=pool.ep)
+    clock = RooflineClock.for_names(pool.gpu, scenario.model, pool.tp, dp_attention=pool.dp_attention, ep=pool.ep,
+                                    **pool.layout)
 
     def step(batch: int) -> float:
         return clock.step_seconds(StepBatch(decode_contexts=(context,) * batch))

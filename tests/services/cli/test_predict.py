@@ -110,3 +110,29 @@ def test_the_installed_entry_point_runs_predict(capsys):
 
     assert entry.main([*LAYER_8192, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["bound"] == "compute"
+
+
+def test_a_batch_of_prefills_on_a_large_ep_layout_reports_tokens_per_gpu_and_node(cli):
+    layout = ("--gpu", "h100-sxm", "--model", "deepseek-v3", "--tp", "32", "--dp-attention", "32", "--ep", "32")
+    code, out, _ = cli("predict", *layout, "--sequences", "128", "--prefill-tokens", "4096", "--json")
+    assert code == 0
+    result = json.loads(out)
+    assert_close(result["tokens_per_s_per_gpu"], 128 * 4096 / result["seconds"] / 32, rel=1e-9)
+    assert_close(result["tokens_per_s_per_node"], 8 * result["tokens_per_s_per_gpu"], rel=1e-9)
+    code, out, _ = cli("predict", *layout, "--sequences", "128", "--prefill-tokens", "4096", "--tbo", "off", "--json")
+    assert json.loads(out)["seconds"] > result["seconds"]
+
+
+def test_sequences_do_not_go_with_a_decode_batch(cli):
+    code, _, err = cli("predict", "--gpu", "h100-sxm", "--model", "llama3-8b", "--decode-batch", "4",
+                       "--context", "100", "--sequences", "2")
+    assert code == 2 and "--sequences" in err
+
+
+def test_a_large_ep_decode_counts_one_output_token_per_sequence(cli):
+    layout = ("--gpu", "h100-sxm", "--model", "deepseek-v3", "--tp", "72", "--dp-attention", "72", "--ep", "72")
+    code, out, _ = cli("predict", *layout, "--decode-batch", str(72 * 256), "--context", "2000", "--json")
+    assert code == 0
+    result = json.loads(out)
+    assert result["launch_style"] == "cuda-graph"
+    assert_close(result["tokens_per_s_per_gpu"], 256 / result["seconds"], rel=1e-9)

@@ -73,3 +73,24 @@ def test_ep_reads_fewer_expert_weights_per_gpu_and_pays_all_to_all():
     assert ep.seconds < tp.seconds
     # the same expert work laid out differently; only the router stops being computed on every GPU
     assert ep.flops < tp.flops and ep.flops == pytest.approx(tp.flops, rel=0.1)
+
+
+def test_redundant_experts_fill_any_ep_and_their_weights_count():
+    v3 = load_model("deepseek-v3")
+    assert Parallelism(72, dp_attention=72, ep=72).expert_slots(v3) == 4  # 256 + 32 redundant = 288
+    assert Parallelism(32, ep=32, redundant_experts=32).expert_slots(v3) == 9
+    with pytest.raises(ValueError, match="redundant"):
+        Parallelism(72, ep=72, redundant_experts=5).check(v3)
+    plain, replicated = Parallelism(32, ep=32).weight_bytes(v3), Parallelism(32, ep=32, redundant_experts=32)
+    assert replicated.weight_bytes(v3) - plain == 32 * v3.moe_layers * v3.expert_params
+
+
+def test_dense_data_parallel_copies_dense_layers_and_head_to_every_gpu():
+    v3 = load_model("deepseek-v3")
+    extra = Parallelism(8, 8, 8, dense_dp=True).weight_bytes(v3) - Parallelism(8, 8, 8).weight_bytes(v3)
+    assert extra == 7 * (v3.dense_layers * v3.dense_mlp_params + v3.embedding_params)
+
+
+def test_imbalance_below_one_is_refused():
+    with pytest.raises(ValueError, match="imbalance"):
+        Parallelism(8, ep=8, expert_imbalance=0.9)

@@ -1,0 +1,50 @@
+from __future__ import annotations
+
+import pytest
+
+from services.engine.batch import Chunk, StepBatch
+from services.engine.expert_dispatch import DispatchMode
+from services.engine.overlap import comm_sm_share, overlapped_layers_seconds
+from services.engine.roofline import RooflineClock
+from services.profiles import load_gpu
+
+
+def test_the_longer_of_compute_and_communication_sets_each_micro_batch():
+    assert overlapped_layers_seconds(3.0, 1.0, 10, 0.0) == pytest.approx(10 * 2 * 3.0 + 1.0)
+    assert overlapped_layers_seconds(1.0, 3.0, 10, 0.0) == pytest.approx(10 * 2 * 3.0 + 1.0)
+    # normal kernels hold SMs: compute loses their share of the communication time
+    assert overlapped_layers_seconds(3.0, 1.0, 1, 0.2) == pytest.approx(2 * 3.2 + 1.0)
+    assert overlapped_layers_seconds(3.0, 1.0, 0, 0.2) == 0.0
+
+
+def test_low_latency_kernels_hold_the_sms_only_while_they_send_and_receive():
+    h100 = load_gpu("h100-sxm")
+    assert comm_sm_share(h100, DispatchMode.LOW_LATENCY) == pytest.approx(0.06 / 0.17)
+    assert comm_sm_share(h100, DispatchMode.NORMAL) == pytest.approx(24 / 132)
+
+
+def _prefill(**layout) -> float:
+    clock = RooflineClock.for_names("h100-sxm", "deepseek-v3", tp=32, dp_attention=32, ep=32, **layout)
+    return clock.step_seconds(StepBatch(chunks=(Chunk(4096),) * 128))
+
+
+def test_overlap_hides_communication_of_a_large_ep_prefill():
+    assert _prefill(tbo=True) < 0.85 * _prefill(tbo=False)
+    assert _prefill() == _prefill(tbo=True)  # the default overlaps where it pays
+
+
+def test_overlap_of_a_small_decode_batch_reads_the_weights_twice_and_is_left_off_by_default():
+    def decode(**layout) -> float:
+        clock = RooflineClock.for_names("h100-sxm", "pdd-paper", tp=16, dp_attention=16, ep=16, **layout)
+        return clock.step_seconds(StepBatch(decode_contexts=(65536,) * 64))
+
+    assert decode(tbo=True) > decode(tbo=False) == decode()
+
+
+def test_predict_agrees_with_step_seconds_and_keeps_its_parts_whole_under_overlap():
+    clock = RooflineClock.for_names("h100-sxm", "deepseek-v3", tp=32, dp_attention=32, ep=32, tbo=True)
+    batch = StepBatch(chunks=(Chunk(4096),) * 128)
+    prediction = clock.predict(batch)
+    assert prediction.seconds == pytest.approx(clock.step_seconds(batch))
+    assert prediction.compute_s > 0 and prediction.memory_s >= 0
+    assert prediction.compute_s + prediction.memory_s <= prediction.seconds * (1 + 1e-9)
