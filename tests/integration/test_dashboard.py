@@ -4,21 +4,26 @@ The page is opened at the address `up` printed; Playwright drives Debian's
 chromium (.ci/run installs it) over the DevTools protocol. Every wait is
 `wait_for_function`, polled in the page against a deadline. Under load, the
 figures must move; a WAN change made through the link's control API must
-show in the link's figures and as an event; the screenshot must have no
+show in the link's figures and as an event, and so must a link process killed
+and restarted by its keeper; the screenshot must have no
 overlapping or clipped text and legends that match what is drawn.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 import random
 import shutil
+import signal
 from pathlib import Path
 
 import aiohttp
 import pytest
 
 from netem.client import ControlClient
+from services.launcher.processes import STATUS_DIR
 from services.scenario.link_config import real_fields
 from services.scenario.plan import MeshPlan
 from tests.integration.mesh import mesh_up
@@ -52,6 +57,14 @@ async def _traffic(router: str, stop: asyncio.Event) -> int:
         async with asyncio.timeout(TRAFFIC_S):
             await asyncio.gather(*(client() for _ in range(4)))
     return finished
+
+
+def _kill(run_dir: Path, name: str) -> None:
+    """SIGKILL the process `name`'s keeper runs (checked to be the command it started), as a crash would."""
+    status = json.loads((run_dir / STATUS_DIR / f"{name}.json").read_text())
+    cmdline = Path(f"/proc/{status['child_pid']}/cmdline").read_bytes().rstrip(b"\0").split(b"\0")
+    assert cmdline == [part.encode() for part in status["cmd"]]
+    os.kill(status["child_pid"], signal.SIGKILL)
 
 
 def _last(selector: str, index: int) -> str:
@@ -108,6 +121,14 @@ async def test_the_live_page_follows_load_and_shows_a_wan_change(tmp_path: Path)
                 stop.set()
                 finished = await traffic
             assert finished > 0
+
+            # A process restarted: its keeper's count shows in the table, and the page says so.
+            _kill(tmp_path / "mesh", WAN_LINK)
+            await page.wait_for_function(
+                f"document.querySelector('#events').textContent.includes("
+                f"'{WAN_LINK} was killed by signal 9; its keeper restarted it (restart 1)') && "
+                f"[...document.querySelectorAll('#processes tr')].some((row) => "
+                f"row.textContent === '{WAN_LINK}running1')", timeout=DEADLINE_MS)
             await page.screenshot(path=str(tmp_path / "dashboard.png"), full_page=True)
             layout = await page.evaluate(LAYOUT)
             await browser.close()

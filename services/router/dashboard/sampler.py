@@ -19,7 +19,7 @@ import msgspec
 
 from services.router.dashboard.links import LinkWatch
 from services.router.dashboard.processes import KeeperWatch
-from services.router.dashboard.window import Totals, latency, rates, router_totals
+from services.router.dashboard.window import Totals, figures, router_totals
 
 log = logging.getLogger(__name__)
 TICK_S = 1.0
@@ -69,18 +69,19 @@ class Sampler:
             await asyncio.sleep(next_tick - loop.time())
 
     async def tick(self) -> None:
+        # The router's figures in one synchronous step, before any await: the counters and the window's
+        # requests then describe the same moment, so no request counts in one and not the other.
         now = time.monotonic()
         totals = self.totals = router_totals(self.router)
         self._window.append((now, totals))
-        links, link_events = await self.links.poll() if self.links is not None else ({}, [])
-        self.processes, process_events = self.keepers.poll()
-        self.seq += 1
-        sample: dict[str, Any] = {"seq": self.seq, "t": time.time(), "inflight": self.router.inflight,
-                                  "links": links}
+        sample: dict[str, Any] = {"t": time.time(), "inflight": self.router.inflight}
         then, before = self._window[0]
         if now > then:  # a window of at least one tick: rates and percentiles over it
-            sample.update(rates(totals, before, now - then))
-            sample.update(latency(self.router.metrics.recent, then, now - then, self.sla))
+            sample.update(figures(totals, before, self.router.metrics.recent, then, now - then, self.sla))
+        sample["links"], link_events = await self.links.poll() if self.links is not None else ({}, [])
+        self.processes, process_events = self.keepers.poll()
+        self.seq += 1
+        sample["seq"] = self.seq
         self.samples.append((self.seq, _encode(sample)))
         for text in (*link_events, *process_events):
             self.events.append((self.seq, _encode({"seq": self.seq, "t": sample["t"], "text": text})))

@@ -76,8 +76,7 @@ def quantiles(values: list[float]) -> dict[str, float] | None:
     return {f"p{q}": float(v) for q, v in zip(QUANTILES, np.percentile(np.asarray(values), QUANTILES))}
 
 
-def latency(recent: Reversible[tuple[float, float, float | None]], since: float, elapsed_s: float,
-            sla: SlaSpec) -> dict[str, Any]:
+def latency(recent: Reversible[tuple[float, float, float | None]], since: float, sla: SlaSpec) -> dict[str, Any]:
     """TTFT and TPOT percentiles of the requests that finished after `since` (monotonic), and how many met the SLA.
 
     `recent` holds (finished at, TTFT, TPOT or None for a one-token answer), oldest first.
@@ -90,5 +89,13 @@ def latency(recent: Reversible[tuple[float, float, float | None]], since: float,
         "ttft": quantiles([ttft for ttft, _ in window]),
         "tpot": quantiles([tpot for _, tpot in window if tpot is not None]),
         "sla_met": met / len(window) if window else None,
-        "goodput": met / elapsed_s,
     }
+
+
+def figures(now: Totals, then: Totals, recent: Reversible[tuple[float, float, float | None]], since: float,
+            elapsed_s: float, sla: SlaSpec) -> dict[str, Any]:
+    """Rates and latencies over one window, and SLA goodput: requests per second times the share of the
+    window's answers that met the SLA (each answer of a request that asked for n is judged alone)."""
+    window = {**rates(now, then, elapsed_s), **latency(recent, since, sla)}
+    window["goodput"] = window["rps"] * window["sla_met"] if window["sla_met"] is not None else 0.0
+    return window

@@ -7,7 +7,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from services.launcher.plan import build_plan
-from services.router.dashboard.window import Totals, latency, rates, router_totals
+from services.router.dashboard.window import Totals, figures, latency, rates, router_totals
 from services.router.server import Router
 from services.scenario import load_scenario
 from services.scenario.model import SlaSpec
@@ -53,19 +53,25 @@ def test_percentiles_are_numpys_over_the_requests_of_the_window_only():
     old = [(1.0, 9.0, 0.9)]  # finished before the window: its 9 s TTFT must not count
     ttfts = [0.1, 0.2, 0.4, 0.8, 1.6]
     recent = old + [(10.0 + i, ttft, 0.01 * (i + 1)) for i, ttft in enumerate(ttfts)]
-    figures = latency(recent, since=5.0, elapsed_s=10.0, sla=SLA)
-    assert figures["requests"] == 5
-    assert figures["ttft"] == pytest.approx(dict(zip(("p50", "p90", "p99"), np.percentile(ttfts, [50, 90, 99]))))
-    assert figures["tpot"]["p99"] == pytest.approx(np.percentile([0.01, 0.02, 0.03, 0.04, 0.05], 99))
+    window = latency(recent, since=5.0, sla=SLA)
+    assert window["requests"] == 5
+    assert window["ttft"] == pytest.approx(dict(zip(("p50", "p90", "p99"), np.percentile(ttfts, [50, 90, 99]))))
+    assert window["tpot"]["p99"] == pytest.approx(np.percentile([0.01, 0.02, 0.03, 0.04, 0.05], 99))
     # 1.6 s misses the TTFT limit; every TPOT (at most 0.05 s) meets its own.
-    assert figures["sla_met"] == pytest.approx(4 / 5) and figures["goodput"] == pytest.approx(0.4)
+    assert window["sla_met"] == pytest.approx(4 / 5)
+
+
+def test_goodput_is_the_request_rate_times_the_share_that_met_the_sla():
+    recent = [(1.0, 0.1, 0.01), (2.0, 9.0, 0.01)]  # one of two answers meets the SLA
+    window = figures(Totals(completed=12), Totals(completed=2), recent, since=0.0, elapsed_s=10.0, sla=SLA)
+    assert window["rps"] == 1.0 and window["goodput"] == 0.5
+    assert figures(Totals(), Totals(), [], 0.0, 10.0, SLA)["goodput"] == 0.0
 
 
 def test_a_slow_tpot_misses_the_sla_and_a_one_token_answer_is_judged_on_ttft_alone():
     recent = [(1.0, 0.1, 0.2), (2.0, 0.1, None)]
-    assert latency(recent, since=0.0, elapsed_s=2.0, sla=SLA)["sla_met"] == 0.5
+    assert latency(recent, since=0.0, sla=SLA)["sla_met"] == 0.5
 
 
 def test_an_empty_window_has_no_percentiles_and_no_share():
-    assert latency([], since=0.0, elapsed_s=1.0, sla=SLA) == {"requests": 0, "ttft": None, "tpot": None,
-                                                              "sla_met": None, "goodput": 0.0}
+    assert latency([], since=0.0, sla=SLA) == {"requests": 0, "ttft": None, "tpot": None, "sla_met": None}
