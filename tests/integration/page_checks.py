@@ -9,7 +9,8 @@ series has any value to draw.
 
 from __future__ import annotations
 
-TEXT = "h1, h2, .note, .status, figcaption, .tile b, .tile span, .link-facts, .tables th, .tables td, #events li, .u-label"
+TEXT = ("h1, h2, .note, .status, figcaption, .tile b, .tile span, .link-facts, .tables th, .tables td, #events li, "
+        ".u-label")
 
 LAYOUT = """
 () => {

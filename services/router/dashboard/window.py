@@ -1,10 +1,10 @@
 """What the live page plots from the router's own counters: rates, shares and percentiles over a window.
 
-Pure functions of numbers the router keeps anyway: its /stats counters (completed, failed), its
-Prometheus metrics (services/router/metrics.py) and the TTFT and TPOT of its last finished requests.
-Percentiles are numpy's default, linear between order statistics, as every report computes them
-(loadgen/stats.py, docs/loadgen.md). A request meets the SLA when its TTFT is at most the scenario's
-`sla.ttft_s` and its TPOT at most `sla.tpot_s` (docs/pdd.md's SLA goodput, counted per second).
+Pure functions of numbers the router keeps anyway: its /stats counters, its Prometheus metrics
+(services/router/metrics.py) and the TTFT and TPOT of its last finished requests. Percentiles are
+numpy's default, linear between order statistics, and an answer is within the SLA when its TTFT is at
+most `sla.ttft_s` and its TPOT (if it has one) at most `sla.tpot_s`, as the reports count them
+(docs/loadgen.md §Summary). The formulas are in docs/dashboard.md.
 """
 
 from __future__ import annotations
@@ -53,7 +53,8 @@ def router_totals(router: Any) -> Totals:
     """Totals of a services.router.server.Router: what /stats and /metrics show, read in memory."""
     metrics = router.metrics
     errors = counter_by(metrics.errors, "status")
-    return Totals(completed=router.completed, errors=sum(n for status, n in errors.items() if status != "client_closed"),
+    errors.pop("client_closed", None)  # a hang-up is the client's doing, not the mesh's
+    return Totals(completed=router.completed, errors=sum(errors.values()),
                   rld_tokens=counter_value(metrics.rld_tokens), md_tokens=counter_value(metrics.md_tokens),
                   pipelines=counter_by(metrics.pipelines, "pipeline"), degraded=counter_by(metrics.degraded, "kind"))
 

@@ -140,8 +140,9 @@ function showLatest(now) {
     facts.classList.toggle("link-error", Boolean(figures.error));
     facts.textContent = figures.error ? `not answering: ${figures.error}` :
       `now ${rate(figures.bps)} of ${rate(figures.rate_bps)} · queue ${mib(figures.queue_bytes)} of ` +
-      `${mib(figures.queue_limit_bytes)} · backlog ${seconds(figures.backlog_s)} · delay ${seconds(figures.delay_s)}` +
-      ` · loss ${percent(figures.loss)}${figures.partition ? ` · PARTITIONED (${figures.partition})` : ""}`;
+      `${mib(figures.queue_limit_bytes)} · backlog ${seconds(figures.backlog_s)} · ` +
+      `delay ${seconds(figures.delay_s)} · loss ${percent(figures.loss)}` +
+      (figures.partition ? ` · PARTITIONED (${figures.partition})` : "");
     const held = figures.queue_limit_bytes ? figures.queue_bytes / figures.queue_limit_bytes : 0;
     card.querySelector(".queue div").style.width = `${Math.min(100, held * 100)}%`;
   }
