@@ -131,9 +131,14 @@ async def test_the_live_page_follows_load_and_shows_a_wan_change(tmp_path: Path)
                 f"row.textContent === '{WAN_LINK}running1')", timeout=DEADLINE_MS)
             await page.screenshot(path=str(tmp_path / "dashboard.png"), full_page=True)
             layout = await page.evaluate(LAYOUT)
+            await page.set_viewport_size({"width": 420, "height": 900})  # a phone: one column, no sideways scroll
+            await page.wait_for_function("document.documentElement.scrollWidth <= 420", timeout=DEADLINE_MS)
+            await page.screenshot(path=str(tmp_path / "dashboard-narrow.png"), full_page=True)
+            narrow = await page.evaluate(LAYOUT)
             await browser.close()
-    assert layout["overlaps"] == [] and layout["clipped"] == []
+    for checked in (layout, narrow):
+        assert checked["overlaps"] == [] and checked["clipped"] == []
+        assert legend_problems(checked["charts"]) == []
     assert {chart["chart"] for chart in layout["charts"]} == {"chart-rps", "chart-relay", "chart-ttft", "chart-tpot",
                                                                "prefill-to-relay-decode", WAN_LINK}
-    assert legend_problems(layout["charts"]) == []
     assert problems == []

@@ -55,7 +55,7 @@ async def asset(request: web.Request) -> web.Response:
 
 async def data(request: web.Request) -> web.Response:
     text = request.query.get("since", "0")
-    if not text.isdigit() or len(text) > 12:
+    if not (text.isascii() and text.isdigit()) or len(text) > 12:  # str.isdigit alone takes "²"
         raise ApiError(400, f"since={text!r}: give the last sample number seen (0 or more)", param="since")
     sampler = request.app[SAMPLER]
     sampler.watched()

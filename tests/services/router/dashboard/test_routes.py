@@ -57,7 +57,7 @@ async def test_only_the_named_assets_are_served(client, path):
     assert reply.status == 404 and "error" in await reply.json()
 
 
-@pytest.mark.parametrize("since", ["-1", "x", "1" * 13])
+@pytest.mark.parametrize("since", ["-1", "x", "1" * 13, "²"])
 async def test_a_bad_since_is_a_clear_400(client, since):
     reply = await client.get("/dashboard/data", params={"since": since})
     body = await reply.json()
