@@ -19,7 +19,7 @@ import msgspec
 
 from services.router.dashboard.links import LinkWatch
 from services.router.dashboard.processes import KeeperWatch
-from services.router.dashboard.window import Totals, figures, router_totals
+from services.router.dashboard.window import Totals, degraded_since, figures, router_totals
 
 log = logging.getLogger(__name__)
 TICK_S = 1.0
@@ -72,7 +72,8 @@ class Sampler:
         # The router's figures in one synchronous step, before any await: the counters and the window's
         # requests then describe the same moment, so no request counts in one and not the other.
         now = time.monotonic()
-        totals = self.totals = router_totals(self.router)
+        totals, previous = router_totals(self.router), self.totals
+        self.totals = totals
         self._window.append((now, totals))
         sample: dict[str, Any] = {"t": time.time(), "inflight": self.router.inflight}
         then, before = self._window[0]
@@ -83,7 +84,8 @@ class Sampler:
         self.seq += 1
         sample["seq"] = self.seq
         self.samples.append((self.seq, _encode(sample)))
-        for text in (*link_events, *process_events):
+        degraded = degraded_since(totals, previous)
+        for text in (*link_events, *process_events, *([degraded] if degraded else [])):
             self.events.append((self.seq, _encode({"seq": self.seq, "t": sample["t"], "text": text})))
 
     def data(self, since: int, meta: bytes) -> bytes:

@@ -71,6 +71,17 @@ def rates(now: Totals, then: Totals, elapsed_s: float) -> dict[str, Any]:
     }
 
 
+def degraded_since(now: Totals, before: Totals) -> str | None:
+    """'3 answers degraded since the last sample: 2 main-decode-failed, 1 prefill-unreachable', or None."""
+    grown = {kind: count - before.degraded.get(kind, 0.0) for kind, count in sorted(now.degraded.items())}
+    grown = {kind: n for kind, n in grown.items() if n > 0}
+    if not grown:
+        return None
+    parts = ", ".join(f"{n:g} {kind}" for kind, n in grown.items())
+    total = sum(grown.values())
+    return f"{total:g} answer{'s' if total != 1 else ''} degraded since the last sample: {parts}"
+
+
 def quantiles(values: list[float]) -> dict[str, float] | None:
     if not values:
         return None

@@ -89,11 +89,14 @@ async def test_a_sample_has_the_requests_of_its_window(client):
     await sampler.tick()
     pdd = {"mode": "pdd", "pipeline": "P-RLD-MD", "wan_bytes": 0, "kv_transfer_s": 0.0, "rld_tokens": 30,
            "md_tokens": 70, "prefill_hit_tokens": 0, "decode_hit_tokens": 0}
-    for ttft in (0.5, 1.5):
-        router.metrics.finished(pdd, 1000, 100, ttft_s=ttft, e2e_s=ttft + 99 * 0.02)
+    for ttft, degraded in ((0.5, None), (1.5, "main-decode-failed")):
+        router.metrics.finished({**pdd, "degraded": degraded}, 1000, 100, ttft_s=ttft, e2e_s=ttft + 99 * 0.02)
         router.completed += 1
     await sampler.tick()
-    sample = (await (await client.get("/dashboard/data")).json())["samples"][-1]
+    data = await (await client.get("/dashboard/data")).json()
+    sample = data["samples"][-1]
+    assert "1 answer degraded since the last sample: 1 main-decode-failed" in [e["text"] for e in data["events"]]
+    assert data["now"]["degraded"] == {"main-decode-failed": 1}
     assert sample["requests"] == 2 and sample["ttft"]["p50"] == pytest.approx(1.0)
     assert sample["tpot"]["p99"] == pytest.approx(0.02) and sample["sla_met"] == 1.0
     assert sample["rps"] > 0 and sample["rld_share"] == pytest.approx(0.3)

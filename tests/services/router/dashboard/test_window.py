@@ -7,7 +7,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from services.launcher.plan import build_plan
-from services.router.dashboard.window import Totals, figures, latency, rates, router_totals
+from services.router.dashboard.window import Totals, degraded_since, figures, latency, rates, router_totals
 from services.router.server import Router
 from services.scenario import load_scenario
 from services.scenario.model import SlaSpec
@@ -25,12 +25,12 @@ def test_totals_read_the_routers_counters_and_metrics_in_memory():
     router.completed = 3
     router.metrics.finished(_pdd("P-RLD-MD", 20, 80), 100, 100, ttft_s=0.5, e2e_s=1.5)
     router.metrics.finished(_pdd("P-MD", 0, 50), 100, 50, ttft_s=0.2, e2e_s=0.7)
-    router.metrics.finished(_pdd("P-MD", 0, 50, degraded="relay-down"), 100, 50, ttft_s=0.2, e2e_s=0.7)
+    router.metrics.finished(_pdd("P-MD", 0, 50, degraded="main-decode-failed"), 100, 50, ttft_s=0.2, e2e_s=0.7)
     for status in ("429", "502", "client_closed"):
         router.metrics.errors.labels(status).inc()
     totals = router_totals(router)
     assert totals == Totals(completed=3, errors=2, rld_tokens=20, md_tokens=180,
-                            pipelines={"P-RLD-MD": 1, "P-MD": 2}, degraded={"relay-down": 1})
+                            pipelines={"P-RLD-MD": 1, "P-MD": 2}, degraded={"main-decode-failed": 1})
 
 
 def test_finished_requests_keep_their_exact_ttft_and_tpot_for_the_page():
@@ -75,3 +75,11 @@ def test_a_slow_tpot_misses_the_sla_and_a_one_token_answer_is_judged_on_ttft_alo
 
 def test_an_empty_window_has_no_percentiles_and_no_share():
     assert latency([], since=0.0, sla=SLA) == {"requests": 0, "ttft": None, "tpot": None, "sla_met": None}
+
+
+def test_new_degraded_answers_are_one_event_line_by_kind():
+    before = Totals(degraded={"main-decode-failed": 1})
+    now = Totals(degraded={"main-decode-failed": 3, "prefill-unreachable": 1})
+    assert degraded_since(now, before) == "3 answers degraded since the last sample: 2 main-decode-failed, " \
+                                          "1 prefill-unreachable"
+    assert degraded_since(now, now) is None
