@@ -2,6 +2,7 @@
 "use strict";
 
 const COLOURS = { a: "#2b6cb0", b: "#38a169", c: "#dd6b20", sla: "#e53e3e", rate: "#4a5568" };
+const MIN_SPAN_S = 20;  // the time axis spans at least this much: whole seconds on its ticks from the first samples
 const state = { since: 0, booted: null, meta: null, rows: [], charts: {}, linkCharts: {} };
 
 const $ = (id) => document.getElementById(id);
@@ -30,7 +31,10 @@ function chart(el, ySeries, yLabel, least = 1) {
     width: Math.max(300, el.clientWidth), height: 220,
     series: [{}, ...ySeries],
     axes: [{}, { label: yLabel, size: 60 }],
-    scales: { x: { time: true }, y: { range: (u, lo, hi) => [0, Math.max((hi || 0) * 1.1, least)] } },
+    scales: {
+      x: { time: true, range: (u, lo, hi) => [Math.min(lo, hi - MIN_SPAN_S), hi] },
+      y: { range: (u, lo, hi) => [0, Math.max((hi || 0) * 1.1, least)] },
+    },
     legend: { live: false, markers: { dash: (u, i) => (u.series[i].dash ? "dashed" : "solid") } },
     cursor: { show: false },
   };
@@ -83,6 +87,10 @@ function redraw() {
   const { sla } = state.meta;
   const draw = (plot, ...cols) => {
     plot.setData([t, ...cols]);
+    // A series with nothing to draw (no request finished in the window, no relay) says so in the legend.
+    plot.root.querySelectorAll(".u-legend .u-series").forEach((row, i) => {
+      row.classList.toggle("empty", !cols[i].some((v) => v != null));
+    });
     plot.root.parentElement.dataset.points = String(t.length);
     plot.root.parentElement.dataset.last = JSON.stringify(cols.map((c) => c[c.length - 1] ?? null));
   };
@@ -167,19 +175,22 @@ function addEvents(events) {
 
 async function poll() {
   try {
-    const reply = await fetch(`/dashboard/data?since=${state.since}`, { cache: "no-store" });
+    const asked = state.since;
+    const reply = await fetch(`/dashboard/data?since=${asked}`, { cache: "no-store" });
     if (!reply.ok) throw new Error(`HTTP ${reply.status}`);
     const data = await reply.json();
-    if (data.meta.booted !== state.booted || data.now.seq < state.since) {  // a new router: start over
+    if (data.meta.booted !== state.booted || data.now.seq < asked) {  // a new router: start over
       state.booted = data.meta.booted;
       state.since = 0;
       $("events").replaceChildren();
       setup(data.meta);
-      if (data.now.seq > 0 && data.samples.length === 0 && data.events.length === 0) return;
+      if (asked !== 0) return;  // this answer skipped the new router's first samples: ask again for all
     }
     for (const sample of data.samples) {  // a pause in sampling (nobody watched) is a gap, not a line across it
       const previous = state.rows[state.rows.length - 1];
-      if (previous && sample.t - previous.t > 2.5 * data.meta.tick_s) state.rows.push({ t: previous.t + 1, links: {} });
+      if (previous && sample.t - previous.t > 2.5 * data.meta.tick_s) {
+        state.rows.push({ t: previous.t + data.meta.tick_s, links: {} });
+      }
       state.rows.push(sample);
     }
     state.rows.splice(0, Math.max(0, state.rows.length - data.meta.history));
