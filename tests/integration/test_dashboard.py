@@ -73,7 +73,7 @@ def _last(selector: str, index: int) -> str:
     return f"JSON.parse(document.querySelector({selector!r}).dataset.last || '[]')[{index}]"
 
 
-async def test_the_live_page_follows_load_and_shows_a_wan_change(tmp_path: Path):
+async def test_the_live_page_follows_load_a_wan_change_and_restarts(tmp_path: Path):
     with mesh_up("pdd-mini", tmp_path / "mesh") as printed:
         url = printed["dashboard"].split()[0]
         router = printed["router"]
@@ -139,7 +139,7 @@ async def test_the_live_page_follows_load_and_shows_a_wan_change(tmp_path: Path)
             await page.screenshot(path=str(tmp_path / "dashboard.png"), full_page=True)
             layout = await page.evaluate(LAYOUT)
 
-            # The router itself restarted: the open page says it lost it, then starts over with the new one.
+            # The router itself restarted: the open page starts over with the new one.
             booted = await page.evaluate("state.booted")
             router_down.set()
             _kill(tmp_path / "mesh", "router")
