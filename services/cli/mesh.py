@@ -64,7 +64,9 @@ def cmd_up(args: argparse.Namespace) -> int:
         print(f"pdd-emu: error: {exc}")
         return 1
     print(f"scenario: {scenario.name} ({scenario.mode.value}), {len(started)} processes, logs in {args.run_dir}/logs")
-    print(f"router: http://{plan.router.host}:{plan.router.http_port}", flush=True)
+    router = f"http://{plan.router.host}:{plan.router.http_port}"
+    print(f"router: {router}")
+    print(f"dashboard: {router}/dashboard  (live figures; docs/dashboard.md)", flush=True)
     if args.detach:
         return 0
     stop = threading.Event()

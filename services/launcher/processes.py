@@ -130,6 +130,7 @@ def wait_healthy(started: list[Started], run_dir: Path, timeout_s: float) -> Non
 def start_mesh(plan: MeshPlan, run_dir: Path, timeout_s: float = 60.0) -> list[Started]:
     run_dir.mkdir(parents=True, exist_ok=True)
     plan_path = (run_dir / PLAN_FILE).resolve()
+    plan = plan.model_copy(update={"status_dir": str((run_dir / STATUS_DIR).resolve())})
     plan.save(plan_path)
     scale, seed = plan.scenario.byte_scale, plan.scenario.seed
     started: list[Started] = []

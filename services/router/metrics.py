@@ -9,6 +9,9 @@ with vLLM equivalents is in docs/mesh.md, "Metrics".
 
 from __future__ import annotations
 
+import collections
+import time
+
 import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import HistogramMetricFamily
@@ -17,6 +20,7 @@ from prometheus_client.utils import floatToGoString
 _LATENCY = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120)
 _ITL = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0.3, 0.6, 1.2, 2.5, 5)
 _MODEL = ["model_name"]
+RECENT_REQUESTS = 8192  # finished requests kept for the live page's exact percentiles (services/router/dashboard/)
 
 
 class RouterMetrics:
@@ -60,6 +64,9 @@ class RouterMetrics:
                                    ["stage"], registry=registry)
         self.degraded = Counter("pdd_degraded_requests", "Requests served in a degraded mode (docs/reliability.md)",
                                 ["kind"], registry=registry)
+        # (monotonic end, TTFT, TPOT or None) of the last requests: histogram buckets are too coarse to tell a
+        # p99 from the SLA, and an append is all a request pays.
+        self.recent: collections.deque[tuple[float, float, float | None]] = collections.deque(maxlen=RECENT_REQUESTS)
 
     def finished(self, pdd: dict, prompt_tokens: int, tokens: int, finish_reason: str = "length", *,
                  received_unix: float | None = None, ttft_s: float | None = None,
@@ -67,8 +74,12 @@ class RouterMetrics:
         self._success.labels(self.model_name, finish_reason).inc()
         self.prompt_tokens.inc(prompt_tokens)
         self.generation_tokens.inc(tokens)
+        tpot_s = None
         if ttft_s is not None and e2e_s is not None and tokens > 1:
-            self.tpot.observe((e2e_s - ttft_s) / (tokens - 1))
+            tpot_s = (e2e_s - ttft_s) / (tokens - 1)
+            self.tpot.observe(tpot_s)
+        if ttft_s is not None:
+            self.recent.append((time.monotonic(), ttft_s, tpot_s))
         self._phases(pdd, received_unix)
         self.pipelines.labels(pdd["mode"], pdd["pipeline"]).inc()
         self.wan_bytes.inc(pdd["wan_bytes"])

@@ -26,6 +26,7 @@ from services.profiles import load_model
 from services.roles import token_count
 from services.router.api import MAX_BODY_BYTES, ApiError, CompletionRequest, client_request_id, parse_body
 from services.router.chat_api import ChatRequest
+from services.router.dashboard.routes import add_dashboard
 from services.router.errors import json_errors
 from services.router.fanout import plan_jobs
 from services.router.fanout_stream import stream_choices
@@ -182,6 +183,7 @@ def build_app(plan: MeshPlan) -> web.Application:
     app.router.add_get("/v1/models", models)
     app.router.add_get("/v1/models/{model}", model)
     add_ops_routes(app, registry, router.stats)
+    add_dashboard(app, router)
 
     async def peers_ctx(_app: web.Application):
         router.peers = Peers(plan)

@@ -72,6 +72,9 @@ class MeshPlan(BaseModel):
     scenario: Scenario
     services: tuple[ServicePlan, ...]
     links: tuple[LinkPlan, ...]
+    # Where each process's keeper writes NAME.json (services/launcher/keeper.py), set by the launcher that
+    # starts them; None where none does (compose restarts its containers itself).
+    status_dir: str | None = None
 
     def service(self, name: str) -> ServicePlan:
         for service in self.services:

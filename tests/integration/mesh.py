@@ -16,6 +16,13 @@ UP_TIMEOUT_S = 120
 @contextmanager
 def running_mesh(scenario: str, run_dir: Path, *overrides: str) -> Iterator[str]:
     """`pdd-emu up --detach`, yield the router URL, `pdd-emu down` whatever happens."""
+    with mesh_up(scenario, run_dir, *overrides) as printed:
+        yield printed["router"]
+
+
+@contextmanager
+def mesh_up(scenario: str, run_dir: Path, *overrides: str) -> Iterator[dict[str, str]]:
+    """`pdd-emu up --detach`, yield what it printed ("router: URL" as {"router": "URL"}), `pdd-emu down` after."""
     cmd = [sys.executable, "-m", "services.cli", "up", "--scenario", scenario, "--detach", "--run-dir", str(run_dir)]
     for override in overrides:
         cmd += ["--set", override]
@@ -24,9 +31,9 @@ def running_mesh(scenario: str, run_dir: Path, *overrides: str) -> Iterator[str]
         if proc.returncode != 0:
             logs = "".join(f"\n--- {p.name}\n{p.read_text()[-3000:]}" for p in (run_dir / "logs").glob("*.log"))
             raise RuntimeError(f"pdd-emu up failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}{logs}")
-        router = [line.split(" ", 1)[1] for line in proc.stdout.splitlines() if line.startswith("router: ")]
-        assert router, proc.stdout
-        yield router[0]
+        printed = dict(line.split(": ", 1) for line in proc.stdout.splitlines() if ": " in line)
+        assert "router" in printed, proc.stdout
+        yield printed
     finally:
         subprocess.run([sys.executable, "-m", "services.cli", "down", "--run-dir", str(run_dir)],
                        capture_output=True, timeout=60)
