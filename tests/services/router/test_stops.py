@@ -7,7 +7,7 @@ import time
 
 from services.engine.tokens import WordTokenizer
 from services.router.stops import (
-    LAST_SLICE_TOKENS, MAX_STOP_CHARS, MAX_STOPS, Ending, StopRules, StopScan, plan_ending,
+    FIRST_SLICE_TOKENS, LAST_SLICE_TOKENS, MAX_STOP_CHARS, MAX_STOPS, Ending, StopRules, StopScan, plan_ending,
 )
 from tests.tolerance import assert_at_most
 
@@ -90,7 +90,7 @@ def test_the_sliced_scan_ends_every_output_where_a_full_rescan_would():
 
 
 def test_the_text_is_searched_once_plus_a_stop_length_per_slice_however_long_the_output():
-    ids = [random.Random(3).randrange(TOK.vocab_size) for _ in range(16_000)]
+    ids = [draw.randrange(TOK.vocab_size) for draw in [random.Random(3)] for _ in range(16_000)]
     longest = "Q" * MAX_STOP_CHARS
     scan = StopScan(iter(ids), len(ids), StopRules((longest, "Q0Z", "Q1Z", "Q2Z")), TOK)
     slices = 1
@@ -105,8 +105,18 @@ def test_the_text_is_searched_once_plus_a_stop_length_per_slice_however_long_the
 def test_the_issues_stop_attack_at_its_bounds_plans_in_a_fraction_of_a_second():
     """4 stops of the longest length over 8 outputs of 8000 tokens: the work the limits leave (was 20 s)."""
     rules = StopRules(("Q" * MAX_STOP_CHARS, "Q0Z", "Q1Z", "Q2Z"))
-    outputs = [[random.Random(seed).randrange(TOK.vocab_size) for _ in range(8000)] for seed in range(8)]
+    outputs = [[draw.randrange(TOK.vocab_size) for _ in range(8000)] for draw in map(random.Random, range(8))]
     start = time.perf_counter()
     for ids in outputs:
         assert plan_ending(iter(ids), 8000, rules, TOK).finish_reason == "length"
     assert_at_most(time.perf_counter() - start, 2.0, "planning 8 x 8000 tokens against 4 stops")
+
+
+def test_a_stop_string_across_the_edge_of_a_slice_is_found_where_it_ends():
+    ids = [draw.randrange(TOK.vocab_size) for draw in [random.Random(5)] for _ in range(1000)]
+    for edge in (FIRST_SLICE_TOKENS, 3 * FIRST_SLICE_TOKENS):  # the first two slices' last tokens
+        before, after = TOK.decode(ids[:edge]), TOK.token_text(ids[edge])
+        stop = before[-4:] + after[:3]  # the end of one slice's text and the start of the next
+        assert stop not in before[:-4]  # its first occurrence is the one across the edge
+        ending = plan_ending(iter(ids), 1000, StopRules((stop,)), TOK)
+        assert ending == Ending(edge + 1, "stop", stop, len(before) - 4)
