@@ -30,7 +30,7 @@ def _body(**fields) -> CompletionRequest:
 def test_a_batch_times_n_is_prompt_major_with_seeds_per_answer(router):
     pairs = plan_jobs(router, "r1", _body(prompt=["one two", "three"], n=2, seed=40), chat=False)
     assert [c.index for _, c in pairs] == [0, 1, 2, 3]
-    assert [j.request_id for j, _ in pairs] == ["r1-0", "r1-1", "r1-2", "r1-3"]
+    assert [j.request_id for j, _ in pairs] == ["r1#0", "r1#1", "r1#2", "r1#3"]
     assert [j.seed for j, _ in pairs] == [40, 41, 40, 41]
     assert [c.prompt_text for _, c in pairs] == ["one two", "one two", "three", "three"]
     assert pairs[0][0].prompt.ids.tolist() == pairs[1][0].prompt.ids.tolist() != pairs[2][0].prompt.ids.tolist()
@@ -65,7 +65,7 @@ async def test_a_failed_choice_fails_the_request_and_stops_the_others(router):
 
     async def run(job):
         try:
-            if job.request_id.endswith("-1"):
+            if job.request_id.endswith("#1"):
                 raise ApiError(502, "decode failed", kind="upstream_error")
             for position in range(job.max_tokens):
                 yield Token(position, 5)
@@ -79,4 +79,4 @@ async def test_a_failed_choice_fails_the_request_and_stops_the_others(router):
     pairs = plan_jobs(router, "r5", _body(prompt="x", n=2), chat=False)
     reply = await respond_whole(router, "r5", pairs, False, 2, {})
     assert reply.status == 502 and json.loads(reply.body)["error"]["message"] == "decode failed"
-    assert sorted(stopped) == ["r5-0", "r5-1"] and router.failed == 1
+    assert sorted(stopped) == ["r5#0", "r5#1"] and router.failed == 1
