@@ -37,7 +37,7 @@ MAX_STOP_TOKEN_IDS = 256
 # Tokens read per slice: the first is small because most stop rules fire early; later ones double, so
 # the characters searched twice (the overlap before each slice) stay a small share of the text.
 FIRST_SLICE_TOKENS = 64
-LAST_SLICE_TOKENS = 4096
+LAST_SLICE_TOKENS = 1024
 
 
 @dataclass(frozen=True, slots=True)
