@@ -47,6 +47,18 @@ def choices_of(body: CompletionRequest | ChatRequest, chat: bool) -> int:
     return body.n * (1 if chat else len(body.prompts()))
 
 
+def logprob_tokens(body: CompletionRequest | ChatRequest, chat: bool) -> int:
+    """The tokens whose logprobs the answer carries: every choice's output, and its echoed prompt."""
+    if chat:
+        return body.n * body.output_limit() if body.logprobs else 0
+    if body.logprobs is None:
+        return 0
+    prompts = body.prompts()
+    # one token per whitespace piece (services/engine/tokens.py), counted without tokenizing
+    echoed = sum(len(p.split()) if isinstance(p, str) else len(p) for p in prompts) if body.echo else 0
+    return body.n * (echoed + len(prompts) * body.output_limit())
+
+
 def job_id(request_id: str, index: int, jobs: int) -> str:
     return f"{request_id}{JOB_MARK}{index}" if jobs > 1 else request_id
 

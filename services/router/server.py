@@ -26,8 +26,9 @@ from services.profiles import load_model
 from services.roles import token_count
 from services.router.api import MAX_BODY_BYTES, ApiError, CompletionRequest, client_request_id, parse_body
 from services.router.chat_api import ChatRequest
+from services.router.choices import MAX_LOGPROB_TOKENS
 from services.router.errors import json_errors
-from services.router.fanout import choices_of, plan_jobs_yielding
+from services.router.fanout import choices_of, logprob_tokens, plan_jobs_yielding
 from services.router.fanout_stream import stream_choices
 from services.router.intake import PromptIds, checked_ids
 from services.router.metrics import RouterMetrics
@@ -121,18 +122,23 @@ def _refusal(router: Router, exc: Exception, headers: dict[str, str]) -> web.Res
     return web.json_response(exc.body(), status=exc.status, headers=headers)
 
 
-def _admit(router: Router, rid: str, jobs: int) -> None:
-    """The bounds a request's jobs meet before any work on them; each refusal names its limit."""
-    cap = router.scenario.max_inflight
+def _admit(router: Router, rid: str, body: CompletionRequest | ChatRequest, chat: bool) -> int:
+    """The jobs of a request within every bound, before any work on them; each refusal names its limit."""
+    cap, jobs, rows = router.scenario.max_inflight, choices_of(body, chat), logprob_tokens(body, chat)
     if jobs > cap:
         raise ApiError(400, f"the request asks for {jobs} choices (prompts x n); this router runs at most "
                             f"{cap} jobs at once (max_inflight)", param="n", code="too_many_choices")
+    if rows > MAX_LOGPROB_TOKENS:
+        raise ApiError(400, f"the answer would carry logprobs for {rows} tokens (echoed prompts and max_tokens, "
+                            f"over {jobs} choices); a request may ask for at most {MAX_LOGPROB_TOKENS}",
+                       param="logprobs")
     if rid in router.active_ids:  # two live requests under one id would share KV transfers
         raise ApiError(409, f"a request with x-request-id {rid} is already in flight; ids must be unique",
                        code="duplicate_request_id")
     if router.inflight + jobs > cap:
         raise ApiError(429, f"{router.inflight} jobs in flight and this request asks for {jobs}; the limit is "
                             f"{cap} (max_inflight)", kind="rate_limit_error")
+    return jobs
 
 
 async def _handle(request: web.Request, chat: bool) -> web.StreamResponse:
@@ -147,8 +153,7 @@ async def _handle(request: web.Request, chat: bool) -> web.StreamResponse:
         if body.model != router.scenario.model:
             raise ApiError(404, f"model {body.model!r} is not served here; this mesh serves {router.scenario.model!r}",
                            code="model_not_found")
-        jobs = choices_of(body, chat)
-        _admit(router, rid, jobs)
+        jobs = _admit(router, rid, body, chat)
     except Exception as exc:  # noqa: BLE001 - every refusal is answered, a defect's with its traceback logged
         return _refusal(router, exc, headers)
     # The request holds its jobs' share of the in-flight cap and its id from here, through its planning.

@@ -1,9 +1,10 @@
 """Hostile requests at a real pdd-mini mesh: each is refused by the bound it hits, and nobody else waits.
 
-The attacks are those an adversarial review sent (docs/reliability.md, "Hostile requests: bound and
-test"): stop strings of 50 KB, 50 stop strings over 16,000 tokens, a batch of 2,000 prompts, and a
-client id shaped like a batch's job. For each, a probe sent at the same moment answers within 1 s of
-its baseline, the router's counts come back to rest, and the attacker gets a 400 naming the limit.
+The attacks (docs/reliability.md, "Hostile requests: bound and test"): stop strings of 50 KB, 50
+stop strings over 16,000 tokens, a batch of 2,000 prompts, the logprobs of a long prompt echoed 128
+times, and a client id shaped like a batch's job. For each, a probe sent at the same moment answers
+within 1 s of its baseline, the router's counts come back to rest, and the attacker gets a 400
+naming the limit (or, for the id, both requests are served).
 """
 
 from __future__ import annotations
@@ -84,6 +85,10 @@ ATTACKS = {
     "a batch of 2,000 prompts": (
         {"prompt": [f"prompt number {i}" for i in range(2000)], "max_tokens": 16},
         "prompt", "at most 128 (prompts x n)"),
+    "echo with logprobs of a 10,000-id prompt, n=128": (
+        {"prompt": [(i * 7919 + 5) % 50_000 for i in range(10_000)], "max_tokens": 1, "n": 128, "echo": True,
+         "logprobs": 5},
+        "logprobs", "a request may ask for at most 8192"),
 }
 
 

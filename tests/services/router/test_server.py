@@ -98,6 +98,9 @@ async def _post(client, request_id: str | None = None, **fields):
     ({"prompt": ["p"] * 65, "n": 2}, "prompt", "ask for 130 choices"),
     ({"stop_token_ids": list(range(300))}, "stop_token_ids", "at most 256 items"),
     ({"n": 5}, "n", "at most 4 jobs at once (max_inflight)"),
+    ({"prompt": list(range(9000)), "max_tokens": 1, "echo": True, "logprobs": 5}, "logprobs",
+     "logprobs for 9001 tokens (echoed prompts and max_tokens, over 1 choices); a request may ask for at most 8192"),
+    ({"prompt": ["a b"] * 2, "n": 2, "max_tokens": 2047, "echo": True, "logprobs": 0}, "logprobs", "for 8196 tokens"),
 ])
 async def test_a_request_past_a_bound_gets_a_400_naming_it_before_any_job_starts(served, fields, param, fragment):
     client, router, jobs = served
