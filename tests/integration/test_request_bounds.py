@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from services.chaos.soak import RSS_GROWTH_BOUND_KIB
+from services.launcher.processes import keeper_status
 from tests.integration.mesh import get_json, plan_of, running_mesh
 from tests.tolerance import assert_at_most
 
@@ -61,18 +63,28 @@ def _held(run_dir: Path) -> list[str]:
     return held
 
 
-def _at_rest(run_dir: Path) -> None:
+def _router_rss_kib(run_dir: Path) -> int:
+    status = Path(f"/proc/{keeper_status(run_dir, 'router')['child_pid']}/status").read_text()
+    return int(next(line for line in status.splitlines() if line.startswith("VmRSS:")).split()[1])
+
+
+def _at_rest(run_dir: Path, rss_before_kib: int) -> None:
+    """Nothing held, and the router no larger than the soak allows a process to grow (docs/reliability.md)."""
     deadline = time.monotonic() + 10
     while held := _held(run_dir):
         assert time.monotonic() < deadline, f"still held 10 s after the attack: {held}"
         time.sleep(0.05)
+    grown_kib = _router_rss_kib(run_dir) - rss_before_kib
+    print(f"router RSS grew {grown_kib} KiB since the baseline")
+    assert_at_most(grown_kib, RSS_GROWTH_BOUND_KIB, "router RSS growth, KiB")
 
 
 @pytest.fixture(scope="module")
-def baseline(mesh) -> float:
-    url, _ = mesh
+def baseline(mesh) -> tuple[float, int]:
+    """A probe's latency on a quiet mesh, and the router's RSS then."""
+    url, run_dir = mesh
     _post(url, PROBE)  # the first request warms the prefix caches and the channels
-    return statistics.median(_post(url, PROBE)[2] for _ in range(3))
+    return statistics.median(_post(url, PROBE)[2] for _ in range(3)), _router_rss_kib(run_dir)
 
 
 ATTACKS = {
@@ -94,7 +106,7 @@ ATTACKS = {
 
 @pytest.mark.parametrize("name", list(ATTACKS))
 def test_an_attack_gets_a_400_naming_its_bound_while_a_probe_is_served_as_before(mesh, baseline, name):
-    url, run_dir = mesh
+    (url, run_dir), (baseline, rss_kib) = mesh, baseline
     fields, param, fragment = ATTACKS[name]
     with ThreadPoolExecutor(9) as pool:
         attacks = [pool.submit(_post, url, fields) for _ in range(8)]  # eight attackers at once
@@ -104,13 +116,14 @@ def test_an_attack_gets_a_400_naming_its_bound_while_a_probe_is_served_as_before
     for status, body, seconds in answers:
         assert status == 400 and fragment in body["error"]["message"] and body["error"]["param"] == param, body
         assert_at_most(seconds, 1.0, f"seconds until the attacker's 400 ({name})")
+    print(f"{name}: 400s within {max(a[2] for a in answers):.3f} s, probe {probe_s:.3f} s (baseline {baseline:.3f} s)")
     assert probe_status == 200
     assert_at_most(probe_s, baseline + 1.0, f"probe latency during the attack ({name}), baseline {baseline:.3f} s")
-    _at_rest(run_dir)
+    _at_rest(run_dir, rss_kib)
 
 
 def test_a_client_id_shaped_like_a_batch_job_and_the_batch_both_finish(mesh, baseline):
-    url, run_dir = mesh
+    (url, run_dir), (baseline, rss_kib) = mesh, baseline
     batch = {"prompt": ["first of the batch", "second of the batch"], "max_tokens": 64}
     with ThreadPoolExecutor(2) as pool:
         batched = pool.submit(_post, url, batch, "X")
@@ -120,13 +133,14 @@ def test_a_client_id_shaped_like_a_batch_job_and_the_batch_both_finish(mesh, bas
             time.sleep(0.02)
         lone = pool.submit(_post, url, PROBE, "X-0")  # the id the batch's first job had before
         (b_status, b_body, b_s), (l_status, l_body, l_s) = batched.result(), lone.result()
+    print(f"batch X {b_s:.3f} s beside X-0 {l_s:.3f} s (probe baseline {baseline:.3f} s)")
     assert (b_status, l_status) == (200, 200), (b_body, l_body)
     assert [c["finish_reason"] for c in b_body["choices"]] == ["length", "length"] and l_body["id"] == "cmpl-X-0"
     assert_at_most(l_s, baseline + 1.0, "latency of a client named like the batch's job")
     assert_at_most(b_s, 10.0, "seconds for the batch beside a client named like its job (its job hung 150 s)")
     status, body, _ = _post(url, PROBE, "X#0")
     assert status == 400 and body["error"]["code"] == "invalid_request_id"
-    _at_rest(run_dir)
+    _at_rest(run_dir, rss_kib)
     router = next(s for s in plan_of(run_dir)["services"] if s["name"] == "router")
     stats = get_json(f"http://{router['host']}:{router['http_port']}/stats")
     assert stats["inflight"] == 0 and stats["failed"] == 0
