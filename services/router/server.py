@@ -162,6 +162,9 @@ async def _handle(request: web.Request, chat: bool) -> web.StreamResponse:
     try:
         try:
             pairs = await plan_jobs_yielding(router, rid, body, chat, received_unix)
+        except asyncio.CancelledError:  # the client hung up while its jobs were planned
+            router.hung_up(rid, 0)
+            raise
         except Exception as exc:  # noqa: BLE001 - as above: a prompt past the context, or a defect
             return _refusal(router, exc, headers)
         if not body.stream:
