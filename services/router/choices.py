@@ -17,8 +17,8 @@ from services.router.logprobs import logprob_row
 from services.router.stops import Ending
 
 # Logprob rows one answer may carry (every choice's output tokens, and its echoed prompt): a row with 5
-# alternatives took 50-80 us to make and 205 bytes of JSON on the loaded 2-core machine (docs/mesh.md,
-# "Logprobs"), so the bound keeps a whole answer's rows under a second of work and about 2 MB.
+# alternatives took 16-24 us of CPU to make and 205 bytes of JSON on the 2-core machine (docs/mesh.md,
+# "Logprobs"), so the bound keeps a whole answer's rows to about a quarter of a CPU second and 2 MB.
 MAX_LOGPROB_TOKENS = 8192
 
 
