@@ -29,7 +29,8 @@ from services.rpc.ids import MAX_ID
 MAX_BODY_BYTES = 4 * 1024 * 1024
 BODY_READ_S = 30.0  # a body that trickles in slower than this is refused (408), its connection freed
 # A request id names the request's KV transfers and rides in gRPC metadata and KV frame headers on
-# every hop, so it must be short plain ASCII; "/" is left out because internal ids append "/handoff".
+# every hop, so it must be short plain ASCII; "/" is left out because internal ids append "/handoff",
+# and "#" because a request's jobs are `<id>#<index>` (services/router/fanout.py): no job id is a client's.
 REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 # A request's choices are its prompts x n, each a job through the mesh: OpenAI's bound on n is 128, and a
 # batch of prompts asks for the same work as n does, so the product is held to it (docs/mesh.md).
@@ -132,7 +133,7 @@ class CompletionRequest(CommonRequest):
         if isinstance(v, str) and not v.strip():  # an empty list of ids is refused by parse_ids
             raise ValueError("prompt is empty")
         if isinstance(v, list) and isinstance(v[0], str):
-            choices_bound(len(v), info.data.get("n", 1))  # before any work on the batch's prompts
+            _choices_bound(len(v), info.data.get("n", 1))  # before any work on the batch's prompts
             return [_not_blank(p, f"prompt[{i}]") for i, p in enumerate(v)]
         return unicode_text(v, "prompt") if isinstance(v, str) else v
 
@@ -148,7 +149,7 @@ class CompletionRequest(CommonRequest):
         return list(self.prompt) if batch else [self.prompt]
 
 
-def choices_bound(prompts: int, n: int) -> None:
+def _choices_bound(prompts: int, n: int) -> None:
     """A ValueError naming MAX_CHOICES when a batch of `prompts` times `n` asks for more choices."""
     if prompts * n > MAX_CHOICES:
         raise ValueError(f"{prompts} prompts x n={n} ask for {prompts * n} choices; a request may ask for at most "
