@@ -21,6 +21,7 @@ FULL = [
     ["benchmarks.bench_netem_reconfigure"],
     ["benchmarks.bench_mesh_lag"],
     ["benchmarks.bench_intake"],
+    ["benchmarks.bench_stop_scan"],
     ["benchmarks.bench_prompt_bytes"],
     ["benchmarks.bench_rpc_call"],
     ["benchmarks.bench_token_cost"],

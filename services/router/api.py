@@ -21,6 +21,7 @@ from pydantic import (
 
 from services.router.failures import ApiError  # noqa: F401 (re-exported: the handlers raise it from here)
 from services.router.intake import load_json, parse_ids
+from services.router.stops import MAX_STOP_CHARS, MAX_STOP_TOKEN_IDS, MAX_STOPS
 from services.rpc.ids import MAX_ID
 
 # A 128K-token prompt is about 1 MiB as JSON ids or as text; the cap keeps the worst body's parse (and the
@@ -28,8 +29,12 @@ from services.rpc.ids import MAX_ID
 MAX_BODY_BYTES = 4 * 1024 * 1024
 BODY_READ_S = 30.0  # a body that trickles in slower than this is refused (408), its connection freed
 # A request id names the request's KV transfers and rides in gRPC metadata and KV frame headers on
-# every hop, so it must be short plain ASCII; "/" is left out because internal ids append "/handoff".
+# every hop, so it must be short plain ASCII; "/" is left out because internal ids append "/handoff",
+# and "#" because a request's jobs are `<id>#<index>` (services/router/fanout.py): no job id is a client's.
 REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+# A request's choices are its prompts x n, each a job through the mesh: OpenAI's bound on n is 128, and a
+# batch of prompts asks for the same work as n does, so the product is held to it (docs/mesh.md).
+MAX_CHOICES = 128
 
 
 class StreamOptions(BaseModel):
@@ -53,7 +58,7 @@ class CommonRequest(BaseModel):
     user: str | None = None
     stop: StrictStr | list[StrictStr] | None = None
     # vLLM's extra sampling parameters, with vLLM's ranges.
-    stop_token_ids: list[StrictInt] | None = None
+    stop_token_ids: list[StrictInt] | None = Field(None, max_length=MAX_STOP_TOKEN_IDS)
     ignore_eos: StrictBool = False  # the emulated model has no end-of-sequence token to ignore
     min_tokens: StrictInt = Field(0, ge=0)
     top_k: StrictInt | None = Field(None, ge=-1)
@@ -72,8 +77,12 @@ class CommonRequest(BaseModel):
     @classmethod
     def _stop_strings(cls, v):
         stops = [v] if isinstance(v, str) else v or []
+        if len(stops) > MAX_STOPS:
+            raise ValueError(f"at most {MAX_STOPS} stop sequences are allowed, got {len(stops)}")
         if any(not s for s in stops):
             raise ValueError("stop sequences must not be empty")
+        if longest := max((s for s in stops if len(s) > MAX_STOP_CHARS), key=len, default=None):
+            raise ValueError(f"a stop sequence may be at most {MAX_STOP_CHARS} characters, got one of {len(longest)}")
         return [unicode_text(s, "stop") for s in stops] or None
 
     @model_validator(mode="after")
@@ -120,10 +129,11 @@ class CompletionRequest(CommonRequest):
 
     @field_validator("prompt")
     @classmethod
-    def _not_empty(cls, v):
+    def _not_empty(cls, v, info: ValidationInfo):
         if isinstance(v, str) and not v.strip():  # an empty list of ids is refused by parse_ids
             raise ValueError("prompt is empty")
         if isinstance(v, list) and isinstance(v[0], str):
+            _choices_bound(len(v), info.data.get("n", 1))  # before any work on the batch's prompts
             return [_not_blank(p, f"prompt[{i}]") for i, p in enumerate(v)]
         return unicode_text(v, "prompt") if isinstance(v, str) else v
 
@@ -137,6 +147,13 @@ class CompletionRequest(CommonRequest):
         """The batch: one entry per prompt, in request order."""
         batch = isinstance(self.prompt, list) and isinstance(self.prompt[0], str)
         return list(self.prompt) if batch else [self.prompt]
+
+
+def _choices_bound(prompts: int, n: int) -> None:
+    """A ValueError naming MAX_CHOICES when a batch of `prompts` times `n` asks for more choices."""
+    if prompts * n > MAX_CHOICES:
+        raise ValueError(f"{prompts} prompts x n={n} ask for {prompts * n} choices; a request may ask for at most "
+                         f"{MAX_CHOICES} (prompts x n)")
 
 
 def _not_blank(text: str, what: str) -> str:

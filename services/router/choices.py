@@ -13,8 +13,13 @@ from typing import Any
 import numpy as np
 
 from services.engine.tokens import WordTokenizer, prompt_fingerprint
-from services.router.logprobs import token_logprob, top_logprobs
+from services.router.logprobs import logprob_row
 from services.router.stops import Ending
+
+# Logprob rows one answer may carry (every choice's output tokens, and its echoed prompt): a row with 5
+# alternatives took 16-24 us of CPU to make and 205 bytes of JSON on the 2-core machine (docs/mesh.md,
+# "Logprobs"), so the bound keeps a whole answer's rows to about a quarter of a CPU second and 2 MB.
+MAX_LOGPROB_TOKENS = 8192
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,8 +66,7 @@ class Choice:
         position = len(self.token_ids) - 1
         tid = self.token_ids[-1]
         fingerprint = self.fingerprint
-        row = (tid, token_logprob(fingerprint, position, tid),
-               top_logprobs(fingerprint, position, tid, self.ask.top, self.tokenizer.vocab_size))
+        row = (tid, *logprob_row(fingerprint, position, tid, self.ask.top, self.tokenizer.vocab_size))
         if chat:
             return {"content": [self._chat_entry(*row)]}
         word = self.tokenizer.token_text
@@ -77,10 +81,10 @@ class Choice:
             count = len(self.prompt_ids)
             for i, tid in enumerate(map(int, self.prompt_ids)):
                 first = i == 0  # nothing precedes the first prompt token, so it has no logprob (as in OpenAI)
-                rows.append((tid, None if first else token_logprob(fingerprint, i - count, tid),
-                             [] if first else top_logprobs(fingerprint, i - count, tid, self.ask.top, vocab)))
+                rows.append((tid, None, []) if first else
+                            (tid, *logprob_row(fingerprint, i - count, tid, self.ask.top, vocab)))
         for i, tid in enumerate(self.token_ids):
-            rows.append((tid, token_logprob(fingerprint, i, tid), top_logprobs(fingerprint, i, tid, self.ask.top, vocab)))
+            rows.append((tid, *logprob_row(fingerprint, i, tid, self.ask.top, vocab)))
         return rows
 
     def completion(self) -> dict[str, Any]:

@@ -17,34 +17,39 @@ _MASK64 = (1 << 64) - 1
 _UNIT = float(1 << 64)
 
 
-def _unit(*parts: int) -> float:
-    """A value in [0, 1) from a hash of `parts`."""
-    x = 0
-    for part in parts:
-        x = splitmix64((x ^ (part & _MASK64)) & _MASK64)
-    return x / _UNIT
+def _position_key(fingerprint: int, position: int) -> int:
+    """The hash state after (fingerprint, position): every value at one position starts from it."""
+    return splitmix64(splitmix64(fingerprint & _MASK64) ^ (position & _MASK64))
 
 
-def _chosen_probability(fingerprint: int, position: int, token_id: int) -> float:
-    return math.exp(-3.0 * _unit(fingerprint, position, token_id))
+def _unit(key: int, part: int) -> float:
+    """A value in [0, 1) from a hash of (fingerprint, position, part), given the position's key."""
+    return splitmix64(key ^ (part & _MASK64)) / _UNIT
 
 
 def token_logprob(fingerprint: int, position: int, token_id: int) -> float:
     """Log-probability of `token_id` at `position` (negative positions are prompt tokens); always <= 0."""
-    return math.log(_chosen_probability(fingerprint, position, token_id))
+    return math.log(math.exp(-3.0 * _unit(_position_key(fingerprint, position), token_id)))  # as documented: log p
 
 
 def top_logprobs(fingerprint: int, position: int, token_id: int, k: int, vocab_size: int) -> list[tuple[int, float]]:
     """The `k` most likely (token id, logprob) pairs at `position`, most likely first; the chosen one competes."""
+    return logprob_row(fingerprint, position, token_id, k, vocab_size)[1]
+
+
+def logprob_row(fingerprint: int, position: int, token_id: int, k: int,
+                vocab_size: int) -> tuple[float, list[tuple[int, float]]]:
+    """(token_logprob, top_logprobs) of one position, its hash state computed once for both."""
+    key = _position_key(fingerprint, position)
+    p0 = math.exp(-3.0 * _unit(key, token_id))
     if k <= 0:
-        return []
-    p0 = _chosen_probability(fingerprint, position, token_id)
+        return math.log(p0), []
     candidates = {token_id: p0}
     for j in range(1, 4 * k + 8):
         if len(candidates) > k:
             break
-        alternative = (token_id + 1 + int(_unit(fingerprint, position, -j) * (vocab_size - 1))) % vocab_size
-        share = 0.5 ** j * (0.5 + 0.5 * _unit(fingerprint, position, j))
+        alternative = (token_id + 1 + int(_unit(key, -j) * (vocab_size - 1))) % vocab_size
+        share = 0.5 ** j * (0.5 + 0.5 * _unit(key, j))
         candidates.setdefault(alternative, (1.0 - p0) * share)
     ranked = sorted(candidates.items(), key=lambda item: (-item[1], item[0]))[:k]
-    return [(tid, math.log(max(p, 1e-300))) for tid, p in ranked]
+    return math.log(p0), [(tid, math.log(max(p, 1e-300))) for tid, p in ranked]

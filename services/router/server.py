@@ -26,9 +26,10 @@ from services.profiles import load_model
 from services.roles import token_count
 from services.router.api import MAX_BODY_BYTES, ApiError, CompletionRequest, client_request_id, parse_body
 from services.router.chat_api import ChatRequest
+from services.router.choices import MAX_LOGPROB_TOKENS
 from services.router.dashboard.routes import add_dashboard
 from services.router.errors import json_errors
-from services.router.fanout import plan_jobs
+from services.router.fanout import choices_of, logprob_tokens, plan_jobs_yielding
 from services.router.fanout_stream import stream_choices
 from services.router.intake import PromptIds, checked_ids
 from services.router.metrics import RouterMetrics
@@ -58,8 +59,8 @@ class Router(RequestOutcomes):
         self.failed = 0
         self.cancelled = 0  # the client hung up before the end
 
-    def job(self, request_id: str, prompt: str | np.ndarray, max_tokens: int, seed: int | None,
-            received_unix: float) -> Job:
+    def prompt_ids(self, prompt: str | np.ndarray, max_tokens: int) -> PromptIds:
+        """A prompt's checked ids, or the 400 that says why it cannot be served."""
         # One token per whitespace piece: count them before hashing them all, so a prompt far past the
         # context is refused without holding the event loop for seconds.
         length = len(prompt.split()) if isinstance(prompt, str) else len(prompt)
@@ -73,7 +74,13 @@ class Router(RequestOutcomes):
             raise ApiError(400, str(exc)) from exc
         if not len(ids):
             raise ApiError(400, "prompt has no tokens")
-        job = Job(request_id, ids, max_tokens, self.scenario.seed if seed is None else seed, received_unix)
+        return ids
+
+    def job(self, request_id: str, prompt: PromptIds, max_tokens: int, seed: int | None, received_unix: float,
+            fingerprint: int | None = None) -> Job:
+        """A job for checked ids; `fingerprint`, when the prompt's is known, saves hashing it again."""
+        job = Job(request_id, prompt, max_tokens, self.scenario.seed if seed is None else seed, received_unix,
+                  fingerprint=fingerprint)
         job.timeline["received"] = received_unix  # intake (received to prefill_sent) shows in every response
         return job
 
@@ -107,6 +114,34 @@ class Router(RequestOutcomes):
                 "prompt_resends": dict(self.peers.resends.by_service) if self.peers is not None else {}}
 
 
+def _refusal(router: Router, exc: Exception, headers: dict[str, str]) -> web.Response:
+    """The JSON error of a request refused before its answer began: its ApiError, or a defect in checking it."""
+    if not isinstance(exc, ApiError):  # still a JSON error, not aiohttp's bare 500 page
+        log.error("request %s could not be read", headers.get("x-request-id", "(no id)"), exc_info=exc)
+        exc = ApiError(500, f"internal router error ({type(exc).__name__})", kind="server_error")
+    router.metrics.errors.labels(str(exc.status)).inc()
+    return web.json_response(exc.body(), status=exc.status, headers=headers)
+
+
+def _admit(router: Router, rid: str, body: CompletionRequest | ChatRequest, chat: bool) -> int:
+    """The jobs of a request within every bound, before any work on them; each refusal names its limit."""
+    cap, jobs, rows = router.scenario.max_inflight, choices_of(body, chat), logprob_tokens(body, chat)
+    if jobs > cap:
+        raise ApiError(400, f"the request asks for {jobs} choices (prompts x n); this router runs at most "
+                            f"{cap} jobs at once (max_inflight)", param="n", code="too_many_choices")
+    if rows > MAX_LOGPROB_TOKENS:
+        raise ApiError(400, f"the answer would carry logprobs for {rows} tokens (echoed prompts and max_tokens, "
+                            f"over {jobs} choices); a request may ask for at most {MAX_LOGPROB_TOKENS}",
+                       param="logprobs")
+    if rid in router.active_ids:  # two live requests under one id would share KV transfers
+        raise ApiError(409, f"a request with x-request-id {rid} is already in flight; ids must be unique",
+                       code="duplicate_request_id")
+    if router.inflight + jobs > cap:
+        raise ApiError(429, f"{router.inflight} jobs in flight and this request asks for {jobs}; the limit is "
+                            f"{cap} (max_inflight)", kind="rate_limit_error")
+    return jobs
+
+
 async def _handle(request: web.Request, chat: bool) -> web.StreamResponse:
     received_unix = time.time()  # the headers are in; the body may still be arriving
     router: Router = request.app[ROUTER_KEY]
@@ -119,24 +154,20 @@ async def _handle(request: web.Request, chat: bool) -> web.StreamResponse:
         if body.model != router.scenario.model:
             raise ApiError(404, f"model {body.model!r} is not served here; this mesh serves {router.scenario.model!r}",
                            code="model_not_found")
-        pairs = plan_jobs(router, rid, body, chat, received_unix)
-        if rid in router.active_ids:  # two live requests under one id would share KV transfers
-            raise ApiError(409, f"a request with x-request-id {rid} is already in flight; ids must be unique",
-                           code="duplicate_request_id")
-        if router.inflight >= router.scenario.max_inflight:
-            raise ApiError(429, f"{router.inflight} requests in flight; the limit is {router.scenario.max_inflight}",
-                           kind="rate_limit_error")
-    except ApiError as exc:
-        router.metrics.errors.labels(str(exc.status)).inc()
-        return web.json_response(exc.body(), status=exc.status, headers=headers)
-    except Exception as exc:  # a defect in checking the request: still a JSON error, not aiohttp's bare 500 page
-        log.exception("request %s could not be read", headers.get("x-request-id", "(no id)"))
-        router.metrics.errors.labels("500").inc()
-        error = ApiError(500, f"internal router error ({type(exc).__name__})", kind="server_error")
-        return web.json_response(error.body(), status=500, headers=headers)
-    router.inflight += 1
+        jobs = _admit(router, rid, body, chat)
+    except Exception as exc:  # noqa: BLE001 - every refusal is answered, a defect's with its traceback logged
+        return _refusal(router, exc, headers)
+    # The request holds its jobs' share of the in-flight cap and its id from here, through its planning.
+    router.inflight += jobs
     router.active_ids.add(rid)
     try:
+        try:
+            pairs = await plan_jobs_yielding(router, rid, body, chat, received_unix)
+        except asyncio.CancelledError:  # the client hung up while its jobs were planned
+            router.hung_up(rid, 0)
+            raise
+        except Exception as exc:  # noqa: BLE001 - as above: a prompt past the context, or a defect
+            return _refusal(router, exc, headers)
         if not body.stream:
             return await respond_whole(router, rid, pairs, chat, body.n, headers)
         usage = body.stream_options is not None and body.stream_options.include_usage
@@ -144,7 +175,7 @@ async def _handle(request: web.Request, chat: bool) -> web.StreamResponse:
             return await stream_choices(request, router, rid, pairs, chat, body.n, headers, usage)
         return await stream_one(request, router, pairs[0][0], pairs[0][1], chat, headers, usage)
     finally:
-        router.inflight -= 1
+        router.inflight -= jobs
         router.active_ids.discard(rid)
 
 

@@ -23,7 +23,6 @@ async def stream_one(request: web.Request, router: Any, job: Job, choice: Choice
     """A streamed answer; `choice` cuts the text at its stop and supplies logprobs when asked."""
     created, metrics = int(job.received_unix), router.metrics
     chunks = ChunkEncoder(job.request_id, created, router.scenario.model, chat)
-    texts: list[str] = []
     response: web.StreamResponse | None = None
     last = time.monotonic()
     start, ttft = last, None
@@ -34,7 +33,8 @@ async def stream_one(request: web.Request, router: Any, job: Job, choice: Choice
                 now = time.monotonic()
                 if type(item) is Token:
                     text = choice.add(item.token_id)
-                    if texts:
+                    first = len(choice.token_ids) == 1
+                    if not first:
                         gaps.append(now - last)
                         if len(gaps) >= metrics.itl.FLUSH_GAPS:
                             metrics.itl.observe_many(gaps)
@@ -43,31 +43,29 @@ async def stream_one(request: web.Request, router: Any, job: Job, choice: Choice
                         metrics.ttft.observe(now - last)
                         ttft = now - start
                     last = now
-                    texts.append(text)
                     if response is None:
                         response = web.StreamResponse(headers={**headers, "Content-Type": "text/event-stream",
                                                                "Cache-Control": "no-cache"})
                         await response.prepare(request)
                         if choice.ask.echo:
                             await response.write(chunks.token(choice.prompt_text))
-                    first = len(texts) == 1
                     if choice.ask.wanted:
                         await response.write(chunks.token_logprobs(text, choice.last_logprobs(chat), first))
                     elif text or first:  # past a stop the tokens have no text to send
                         await response.write(chunks.token(text, first=first))
                     continue
                 metrics.e2e.observe(now - start)
-                metrics.finished(item.pdd, len(job.prompt), len(texts), choice.ending.finish_reason,
+                metrics.finished(item.pdd, len(job.prompt), len(choice.token_ids), choice.ending.finish_reason,
                                  received_unix=job.received_unix, ttft_s=ttft, e2e_s=now - start)
                 router.completed += 1
                 await response.write(chunks.finish(choice.ending.finish_reason, item.pdd))
                 if include_usage:
-                    await response.write(chunks.usage(len(job.prompt), len(texts),
+                    await response.write(chunks.usage(len(job.prompt), len(choice.token_ids),
                                                       item.pdd.get("prefill_hit_tokens", 0)))
                 await response.write(DONE)
                 return response
     except (ConnectionResetError, asyncio.CancelledError) as exc:
-        router.hung_up(job.request_id, len(texts))
+        router.hung_up(job.request_id, len(choice.token_ids))
         if isinstance(exc, asyncio.CancelledError):
             raise
         return response if response is not None else web.Response(status=499)  # nobody reads it

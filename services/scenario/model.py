@@ -168,7 +168,7 @@ class Scenario(BaseModel):
     engine: EngineSpec = EngineSpec()
     sla: SlaSpec = SlaSpec()
     pdd: PddSpec = PddSpec()
-    max_inflight: int = Field(512, ge=1, description="requests the router accepts at once; more get 429")
+    max_inflight: int = Field(512, ge=1, description="jobs (a request's prompts x n) the router runs at once; more get 429")
     request_timeout_s: float = Field(300.0, gt=0, description="deadline of one request end to end")
     transfer_timeout_s: float = Field(120.0, gt=0, description="deadline for a KV transfer to land")
     kv_streaming: bool = Field(True, description=(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from pydantic import ValidationError
 
@@ -51,3 +53,23 @@ def test_stream_options_need_a_stream():
     with pytest.raises(ValidationError, match="stream_options"):
         ChatRequest.model_validate({**CHAT, **options, "stream": False})
     assert CompletionRequest.model_validate({**BASE, **options, "stream": True}).stream_options.include_usage
+
+
+@pytest.mark.parametrize("fields, fragment", [
+    ({"stop": ["a", "b", "c", "d", "e"]}, "at most 4 stop sequences are allowed, got 5"),
+    ({"stop": "Q" * 1001}, "a stop sequence may be at most 1000 characters, got one of 1001"),
+    ({"stop_token_ids": list(range(257))}, "stop_token_ids"),
+    ({"prompt": ["p"] * 129}, "129 prompts x n=1 ask for 129 choices; a request may ask for at most 128"),
+    ({"prompt": ["p"] * 3, "n": 43}, "3 prompts x n=43 ask for 129 choices"),
+])
+def test_what_a_request_may_ask_for_is_bounded(fields, fragment):
+    with pytest.raises(ValidationError, match=re.escape(fragment)):
+        CompletionRequest.model_validate({**BASE, **fields})
+
+
+def test_the_bounds_themselves_are_allowed():
+    body = CompletionRequest.model_validate({**BASE, "stop": ["Q" * 1000, "a", "b", "c"], "prompt": ["p"] * 64,
+                                             "n": 2, "stop_token_ids": list(range(256))})
+    assert len(body.stop) == 4 and len(body.prompts()) * body.n == 128
+    with pytest.raises(ValidationError, match="at most 4 stop sequences"):
+        ChatRequest.model_validate({**CHAT, "stop": list("abcde")})

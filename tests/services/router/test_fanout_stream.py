@@ -51,19 +51,19 @@ def _events(text: str) -> list[dict | str]:
 
 
 async def test_tokens_go_out_as_each_choice_makes_them_then_usage_once(router):
-    turns = {"r-0": asyncio.Event(), "r-1": asyncio.Event()}
+    turns = {"r#0": asyncio.Event(), "r#1": asyncio.Event()}
 
     async def run(job):  # choice 1 waits for each token of choice 0: the chunks must alternate
-        other = "r-1" if job.request_id == "r-0" else "r-0"
+        other = "r#1" if job.request_id == "r#0" else "r#0"
         for position in range(job.max_tokens):
-            if job.request_id == "r-1":
-                await turns["r-1"].wait()
-                turns["r-1"].clear()
+            if job.request_id == "r#1":
+                await turns["r#1"].wait()
+                turns["r#1"].clear()
             yield Token(position, 7 + position)
             turns[other].set()
-            if job.request_id == "r-0" and position < job.max_tokens - 1:
-                await turns["r-0"].wait()
-                turns["r-0"].clear()
+            if job.request_id == "r#0" and position < job.max_tokens - 1:
+                await turns["r#0"].wait()
+                turns["r#0"].clear()
         yield Finished(_stats(prefill_hit_tokens=1))
 
     router.run = run
@@ -99,7 +99,7 @@ async def test_a_choice_failing_mid_stream_ends_it_with_an_error_event_and_stops
     async def run(job):
         try:
             yield Token(0, 5)
-            if job.request_id == "r-1":
+            if job.request_id == "r#1":
                 raise ApiError(502, "decode failed", kind="upstream_error")
             await asyncio.Event().wait()  # never set: only cancellation ends this job
         finally:
@@ -109,7 +109,7 @@ async def test_a_choice_failing_mid_stream_ends_it_with_an_error_event_and_stops
     status, text = await _answer(router, n=2)
     events = _events(text)
     assert status == 200 and events[-1] == "[DONE]" and events[-2]["error"]["message"] == "decode failed"
-    assert sorted(stopped) == ["r-0", "r-1"] and router.failed == 1 and router.completed == 0
+    assert sorted(stopped) == ["r#0", "r#1"] and router.failed == 1 and router.completed == 0
 
 
 async def test_a_failure_before_any_token_is_a_real_status(router):
