@@ -77,3 +77,13 @@ def test_overlapped_prefill_runs_its_compute_on_the_sms_the_communication_leaves
     assert moe_layers_s(132) > moe_layers_s(264) > moe_layers_s(100_000)
     # compute-bound work runs on 108 of 132 SMs; memory-bound kernels (norms, quantisation) keep their pace
     assert 1.1 < moe_layers_s(132) / moe_layers_s(100_000) < 132 / 108
+
+
+@pytest.mark.parametrize(("gpu", "measured_per_node"), [
+    ("h800-sxm", 62_713),  # DeepSeek profile-data, balanced routing
+    ("h100-sxm", 59_337),  # LMSYS large-scale EP post, simulated perfect EPLB
+])
+def test_large_ep_prefill_lands_within_15_percent_of_balanced_published_throughputs(gpu, measured_per_node):
+    clock = RooflineClock.for_names(gpu, "deepseek-v3", tp=32, dp_attention=32, ep=32, dense_dp=True)
+    seconds = clock.step_seconds(StepBatch(chunks=(Chunk(4096),) * 128))  # 16,384 tokens per GPU
+    assert 8 * 16_384 / seconds == pytest.approx(measured_per_node, rel=0.15)
