@@ -46,11 +46,27 @@ class AttentionShape:
 
 
 @dataclass(frozen=True, slots=True)
+class ContiguousPrefill:
+    """Kernels an fp8 MoE layer adds in an expert-parallel prefill (docs/roofline.md §Expert-parallel prefill).
+
+    SGLang's normal-dispatch path (DeepEPMoE.forward_deepgemm_contiguous, the dispatcher's dispatch_a)
+    quantises every fp8 GEMM's input in its own kernel and permutes the dispatched tokens into
+    DeepGEMM's contiguous layout; the low-latency (decode) path fuses both into other kernels.
+    """
+
+    attention_bytes_per_token: float  # quantising the attention projections' inputs (each attention token)
+    moe_bytes_per_token: float  # pre-dispatch and shared-expert quantisation, permutation, down-input quantisation
+    attention_kernels: int
+    moe_kernels: int
+
+
+@dataclass(frozen=True, slots=True)
 class LayerShapes:
     attention: AttentionShape
     dense_mlp: MlpShape
     moe_mlp: MlpShape | None
     allreduce_bytes_per_token: int  # per all-reduce; two per layer (docs/roofline.md §Tensor parallelism)
+    contiguous_prefill: ContiguousPrefill | None = None  # fp8 MoE with ep > 1 only
 
 
 # two RMSNorms (read and write the hidden state) and two residual adds (read two, write one)
@@ -139,6 +155,28 @@ def _moe_mlp(model: ModelProfile, tp: int, ep: int = 1) -> MlpShape | None:
     )
 
 
+# per-token-group fp8 quantisation: read a bf16 value, write it in fp8 with one fp32 scale per 128 values
+QUANT_BYTES_PER_VALUE = ACTIVATION_BYTES + 1 + 4 / 128
+FP8_ROW_BYTES_PER_VALUE = 1 + 4 / 128  # a dispatched token: fp8 values and their scales
+
+
+def _contiguous_prefill(model: ModelProfile, attention: AttentionShape, ep: int) -> ContiguousPrefill | None:
+    if model.moe is None or ep == 1 or model.dtype != "fp8":
+        return None
+    moe, h = model.moe, model.hidden_size
+    attention_inputs = set(g.k for g in attention.gemms)  # projections of one input share its quantisation
+    shared_inter = moe.shared_experts * moe.expert_intermediate_size
+    k, inter = moe.experts_per_token, moe.expert_intermediate_size
+    moe_values = h + (h + shared_inter if shared_inter else 0) + k * inter  # pre-dispatch, shared, down inputs
+    permute = 2 * k * h * FP8_ROW_BYTES_PER_VALUE  # each routed copy read and written into its expert's rows
+    return ContiguousPrefill(
+        attention_bytes_per_token=sum(attention_inputs) * QUANT_BYTES_PER_VALUE,
+        moe_bytes_per_token=moe_values * QUANT_BYTES_PER_VALUE + permute,
+        attention_kernels=len(attention_inputs),
+        moe_kernels=1 + (2 if shared_inter else 0) + 1 + 1,  # pre-dispatch, shared experts, permutation, down
+    )
+
+
 def layer_shapes(model: ModelProfile, tp: int, attention_tp: int | None = None, ep: int = 1,
                  dense_dp: bool = False) -> LayerShapes:
     """One GPU's shapes: attention split over `attention_tp` GPUs (default tp), MLPs over tp (docs/roofline.md).
@@ -153,9 +191,11 @@ def layer_shapes(model: ModelProfile, tp: int, attention_tp: int | None = None, 
             f"tp={attention_tp} does not split {model.name}'s {model.num_attention_heads} attention heads{kv_heads} "
             f"evenly; use one of {choices} (with dp_attention, tp / dp_attention)"
         )
+    attention = _gqa_attention(model, attention_tp) if model.mla is None else _mla_attention(model, attention_tp)
     return LayerShapes(
-        attention=_gqa_attention(model, attention_tp) if model.mla is None else _mla_attention(model, attention_tp),
+        attention=attention,
         dense_mlp=_dense_mlp(model, 1 if dense_dp else tp),
         moe_mlp=_moe_mlp(model, tp, ep),
         allreduce_bytes_per_token=model.hidden_size * ACTIVATION_BYTES,
+        contiguous_prefill=_contiguous_prefill(model, attention, ep),
     )

@@ -17,7 +17,7 @@ from services.engine.batch import Chunk, StepBatch
 from services.engine.expert_dispatch import DispatchMode
 from services.engine.layer_comm import LayerComm
 from services.engine.layer_shapes import Gemm, LayerShapes, MlpShape, layer_shapes
-from services.engine.overlap import comm_sm_share, overlapped_layers_seconds
+from services.engine.overlap import compute_lost_seconds, overlapped_layers_seconds
 from services.engine.parallelism import Parallelism
 from services.engine.roofline_ops import (
     ACTIVATION_BYTES, Cost, OpRates, StepPrediction, Tally, TokenCosts, decode_attention_cost, elementwise_cost,
@@ -88,16 +88,23 @@ class RooflineClock:
         tokens = len(contexts) + sum([chunk.new_tokens for chunk in chunks])
         key = (tokens, len(contexts) + len(chunks), style)
         token_costs = self._memo.get(key) or self._token_costs(*key)
-        attention_s = 0.0  # one layer's attention kernels; DP attention ranks share the sequences evenly
+        attention_s = attention_compute_s = 0.0  # one layer's attention kernels, DP ranks sharing the sequences
         for compute_s, memory_s, _, _ in self._attention_costs(batch):
-            attention_s += (compute_s if compute_s > memory_s else memory_s) / self._dp
-        gpu_s, launch_s = self._overlapped(token_costs, key, attention_s)
+            if compute_s > memory_s:
+                attention_compute_s += compute_s / self._dp
+            else:
+                attention_s += memory_s / self._dp
+        attention_s += attention_compute_s
+        gpu_s, launch_s = self._overlapped(token_costs, key, attention_s, attention_compute_s)
         seconds = self._with_launch(gpu_s, launch_s, style)
         return self._with_host_load(seconds, batch.host_load_tokens) if batch.host_load_tokens else seconds
 
-    def _overlapped(self, full: TokenCosts, key: tuple[int, int, LaunchStyle],
-                    attention_s: float) -> tuple[float, float]:
-        """GPU and launch seconds of the step, its MoE layers two-batch overlapped where the layout says so."""
+    def _overlapped(self, full: TokenCosts, key: tuple[int, int, LaunchStyle], attention_s: float,
+                    attention_compute_s: float) -> tuple[float, float]:
+        """GPU and launch seconds of the step, its MoE layers two-batch overlapped where the layout says so.
+
+        `attention_s` is one layer's attention kernels, `attention_compute_s` their compute-bound part.
+        """
         serial_s = full.gpu_s + attention_s * self._layer_count
         if not self._tbo:
             return serial_s, full.launch_s
@@ -107,9 +114,9 @@ class RooflineClock:
         moe = self._moe_layers
         rest_s = serial_s - moe * (full.moe_layer_s + full.moe_a2a_s + attention_s)
         mode = DispatchMode.NORMAL if style is LaunchStyle.EAGER else DispatchMode.LOW_LATENCY
-        moe_s = overlapped_layers_seconds(
-            half.moe_layer_s + attention_s / 2, half.moe_a2a_s, moe, comm_sm_share(self.gpu, mode)
-        )
+        compute_bound_s = half.moe_layer_compute_s + attention_compute_s / 2
+        lost_s = compute_lost_seconds(self.gpu, mode, compute_bound_s, half.moe_a2a_s)
+        moe_s = overlapped_layers_seconds(half.moe_layer_s + attention_s / 2, half.moe_a2a_s, moe, lost_s)
         overlapped = rest_s + moe_s, full.launch_s + moe * full.moe_launch_s  # each micro-batch launches its kernels
         if self.parallel.tbo is None and serial_s <= overlapped[0]:  # auto: only where it pays, as deployments tune it
             return serial_s, full.launch_s
@@ -144,7 +151,8 @@ class RooflineClock:
             attention.add(cost, self._layer_count / self._dp)
         compute_s, memory_s = base.compute_s + attention.compute_s, base.memory_s + attention.memory_s
         key = (batch.new_tokens, len(batch.decode_contexts) + len(batch.chunks), style)
-        gpu_s, launch_s = self._overlapped(base, key, (attention.compute_s + attention.memory_s) / self._layer_count)
+        gpu_s, launch_s = self._overlapped(base, key, (attention.compute_s + attention.memory_s) / self._layer_count,
+                                           attention.compute_s / self._layer_count)
         hidden_s = max(0.0, compute_s + memory_s - gpu_s)  # what two-batch overlap hides: communication first
         memory_s, compute_s = max(0.0, memory_s - hidden_s), compute_s - max(0.0, hidden_s - memory_s)
         seconds = self._with_launch(gpu_s, launch_s, style)
@@ -188,6 +196,9 @@ class RooflineClock:
         for gemm in sh.attention.gemms:
             attention.add_gemm(rates, attention_tokens, gemm, weight_bytes)
         attention.add(elementwise_cost(rates, attention_tokens * sh.attention.elementwise_bytes_per_token))
+        contiguous = sh.contiguous_prefill if mode is DispatchMode.NORMAL else None
+        if contiguous is not None:  # docs/roofline.md §Expert-parallel prefill
+            attention.add(elementwise_cost(rates, attention_tokens * contiguous.attention_bytes_per_token))
         dense, moe = Tally(), Tally()
         self._add_mlp(dense, sh.dense_mlp, tokens, self._dense_dp)
         dense.memory_s += self._comm.dense_layer_s(tokens)
@@ -195,22 +206,26 @@ class RooflineClock:
         tally.add_tally(attention, self._dense_layers)
         tally.add_tally(dense, self._dense_layers)
         kernel_s = self._launch[style][0]
-        moe_kernels = sh.attention.kernels
+        attention_kernels = sh.attention.kernels + (contiguous.attention_kernels if contiguous else 0)
+        moe_kernels = attention_kernels
         if sh.moe_mlp is not None:
             self._add_mlp(moe, sh.moe_mlp, tokens, self.parallel.ep > 1)
             moe.memory_s += self._comm.moe_layer_s(tokens, mode)
             moe_kernels += sh.moe_mlp.kernels
+            if contiguous is not None:  # each GPU quantises and permutes its own 1/tp of the tokens
+                moe.add(elementwise_cost(rates, tokens / self.tp * contiguous.moe_bytes_per_token))
+                moe_kernels += contiguous.moe_kernels
         moe_a2a_s = self._comm.moe_a2a_s(tokens, mode) if sh.moe_mlp is not None else 0.0
         tally.add_tally(attention, self._moe_layers)
         tally.add_tally(moe, self._moe_layers)
         tally.memory_s += moe_a2a_s * self._moe_layers
-        kernels = (sh.attention.kernels + sh.dense_mlp.kernels) * self._dense_layers + moe_kernels * self._moe_layers
+        kernels = (attention_kernels + sh.dense_mlp.kernels) * self._dense_layers + moe_kernels * self._moe_layers
         if self._with_head:
             kernels += self._add_head(tally, tokens, sequences)
         costs = TokenCosts(
             tally.compute_s + tally.memory_s, tally.compute_s, tally.memory_s, kernels * kernel_s, tally.flops,
-            tally.bytes, attention.compute_s + attention.memory_s + moe.compute_s + moe.memory_s, moe_a2a_s,
-            moe_kernels * kernel_s,
+            tally.bytes, attention.compute_s + attention.memory_s + moe.compute_s + moe.memory_s,
+            attention.compute_s + moe.compute_s, moe_a2a_s, moe_kernels * kernel_s,
         )
         if len(self._memo) >= _MEMO_LIMIT:
             self._memo.clear()

@@ -42,6 +42,7 @@ class TokenCosts:
     flops: float
     bytes: float
     moe_layer_s: float  # one MoE layer without its attention kernel and all-to-all (for two-batch overlap)
+    moe_layer_compute_s: float  # the compute-bound part of moe_layer_s
     moe_a2a_s: float  # one MoE layer's dispatch and combine
     moe_launch_s: float  # one MoE layer's launches
 
