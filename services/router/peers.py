@@ -11,17 +11,21 @@ status (services/rpc/errors.py), so no pipeline sees gRPC.
 from __future__ import annotations
 
 import asyncio
+import functools
 from typing import TYPE_CHECKING, Any, Mapping
 
+import grpc
+
 from services.profiles import load_model
+from services.router.deadlines import HOST_ALLOWANCE_S, CallDeadlines
 from services.router.decode_stream import DecodeStream
 from services.router.feed import TokenFeed, grpc_feed, tcp_feed
 from services.router.prompts import Resends, lookup_request, not_held, resent_whole, with_prompt
 from services.router.resend import ResendingDecodeStub
-from services.rpc import channel, pb, pb_grpc
-from services.rpc.errors import unary
+from services.rpc import channel, metadata, pb, pb_grpc
+from services.rpc.errors import role_error, unary
 from services.scenario.plan import MeshPlan, ServicePlan
-from services.types import Role, RoleError
+from services.types import ErrorKind, Role, RoleError
 
 if TYPE_CHECKING:
     from services.router.pipelines import Job
@@ -75,20 +79,63 @@ class Peers:
         await asyncio.gather(*(feed.close() for feed in self.feeds.values()))
         await asyncio.gather(*(c.close() for c in self._channels.values()))
 
-    async def cache_lookup(self, service: str, job: Job, timeout_s: float) -> pb.CacheLookupReply:
+    @functools.cached_property
+    def deadlines(self) -> CallDeadlines:
+        return CallDeadlines(self.plan)
+
+    async def cache_lookup(self, service: str, job: Job) -> pb.CacheLookupReply:
+        """`service`'s CacheLookup, under its own deadline (services/router/deadlines.py): a miss is the
+        pool not answering (DEADLINE), which placement passes over as it passes over a dead one."""
         stubs = self.prefill if self.plan.service(service).role is Role.PREFILL else self.decode
-        return await unary(stubs[service].CacheLookup, lookup_request(job), job.request_id, timeout_s)
+        return await unary(stubs[service].CacheLookup, lookup_request(job), job.request_id,
+                           self.deadlines.lookup_s(service))
 
     async def submit_prefill(self, pool: str, request: pb.PrefillRequest, job: Job) -> pb.PrefillReply:
-        """`pool`'s Prefill; made once more with the ids if the pool no longer holds the prompt it named."""
-        call, timeout = self.prefill[pool].Prefill, self.plan.scenario.request_timeout_s
+        """`pool`'s Prefill; made once more with the ids if the pool no longer holds the prompt it named.
+
+        A pool that lets the call's deadline pass and then does not answer its Health either is hung:
+        the call fails as UNAVAILABLE, the crashed pool's status, so the request takes the same path.
+        """
+        receivers = tuple(r for r in (request.kv_target, request.kv_target_secondary) if r)
+        with self.deadlines.prefilling(pool, len(job.prompt)):
+            try:
+                return await self._prefill_or_hung(pool, request, job, receivers)
+            except RoleError as exc:
+                if not not_held(exc):
+                    raise
+            self.resends.count(pool)
+            return await self._prefill_or_hung(pool, resent_whole(request, job), job, receivers)
+
+    async def _prefill_or_hung(self, pool: str, request: pb.PrefillRequest, job: Job,
+                               receivers: tuple[str, ...]) -> pb.PrefillReply:
+        """The Prefill's reply; each time its deadline passes, the pool's Health decides: busy (wait
+        another deadline) or hung (the call is cancelled and fails as the pool being unavailable)."""
+        call = self.prefill[pool].Prefill(request, timeout=self.plan.scenario.request_timeout_s,
+                                          metadata=metadata(job.request_id))
+        reply = asyncio.ensure_future(_answer(call))
         try:
-            return await unary(call, request, job.request_id, timeout)
-        except RoleError as exc:
-            if not not_held(exc):
-                raise
-        self.resends.count(pool)
-        return await unary(call, resent_whole(request, job), job.request_id, timeout)
+            while True:
+                deadline_s = self.deadlines.prefill_s(pool, len(job.prompt), receivers)
+                done, _ = await asyncio.wait((reply,), timeout=deadline_s)
+                if done:
+                    return reply.result()
+                if not await self.answers(pool, job.request_id):
+                    raise RoleError(ErrorKind.UNAVAILABLE, f"{pool} hung: its Prefill had no answer within its "
+                                    f"{deadline_s:.2f} s deadline, nor its Health within {HOST_ALLOWANCE_S:g} s",
+                                    "DEADLINE_EXCEEDED")
+        finally:
+            if not reply.done():
+                reply.cancel()
+                getattr(call, "cancel", lambda: None)()  # a simulation's call is a bare coroutine
+
+    async def answers(self, service: str, request_id: str) -> bool:
+        """Whether `service` answers its Health within the host's allowance: alive, if busy."""
+        stub = self.prefill.get(service) or self.decode[service]
+        try:
+            await unary(stub.Health, pb.Empty(), request_id, HOST_ALLOWANCE_S)
+        except RoleError:
+            return False
+        return True
 
     async def cancel_transfer(self, pool: str, request_id: str, reason: str) -> bool:
         reply = await unary(self.prefill[pool].CancelTransfer, pb.CancelRequest(request_id=request_id, reason=reason),
@@ -122,3 +169,11 @@ class Peers:
         pools = self.services(Role.PREFILL)
         self._next_prefill = (self._next_prefill + 1) % len(pools)
         return pools[self._next_prefill]
+
+
+async def _answer(call):
+    """A unary call's reply, its failure as the RoleError of its status (services/rpc/errors.py)."""
+    try:
+        return await call
+    except grpc.aio.AioRpcError as exc:
+        raise role_error(exc) from exc
