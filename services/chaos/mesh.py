@@ -45,7 +45,7 @@ class ChaosMesh:
         self.processes = {p.name: p for p in start_mesh(self.plan, self.run_dir)}
 
     def stop(self) -> None:
-        stop_processes(list(self.processes.values()))
+        stop_processes(list(self.processes.values()), run_dir=self.run_dir)
 
     @property
     def router_url(self) -> str:
