@@ -51,8 +51,8 @@ SLACK = 2.0
 class CallDeadlines:
     """Each call's deadline for one router, and the prefill work it has outstanding at each pool."""
 
-    def __init__(self, plan: MeshPlan) -> None:
-        self.plan = plan
+    def __init__(self, plan: MeshPlan, host_allowance_s: float = HOST_ALLOWANCE_S) -> None:
+        self.plan, self.host_allowance_s = plan, host_allowance_s
         engine = plan.scenario.engine
         self.chunk_tokens = engine.long_prefill_token_threshold or engine.max_batched_tokens
         self.outstanding_s: dict[str, float] = defaultdict(float)
@@ -64,13 +64,13 @@ class CallDeadlines:
         return 0.0 if link is None else 2 * link.spec.delay_s
 
     def lookup_s(self, service: str) -> float:
-        return HOST_ALLOWANCE_S + self.rtt_s(self.plan.router.name, service)
+        return self.host_allowance_s + self.rtt_s(self.plan.router.name, service)
 
     def prefill_s(self, pool: str, prompt_tokens: int, receivers: tuple[str, ...] = ()) -> float:
         """Prefill's deadline at `pool` for a prompt of `prompt_tokens`, its KV announced to `receivers`."""
         announce = max((self.rtt_s(pool, r) for r in receivers), default=0.0)
         work = self.roofline_s(pool, prompt_tokens) + self.outstanding_s[pool]
-        return (HOST_ALLOWANCE_S + self.rtt_s(self.plan.router.name, pool) + announce
+        return (self.host_allowance_s + self.rtt_s(self.plan.router.name, pool) + announce
                 + SLACK * self.plan.scenario.time_dilation * work)
 
     def roofline_s(self, pool: str, prompt_tokens: int) -> float:

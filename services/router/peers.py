@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 import grpc
 
 from services.profiles import load_model
-from services.router.deadlines import HOST_ALLOWANCE_S, CallDeadlines
+from services.router.deadlines import CallDeadlines
 from services.router.decode_stream import DecodeStream
 from services.router.feed import TokenFeed, grpc_feed, tcp_feed
 from services.router.prompts import Resends, lookup_request, not_held, resent_whole, with_prompt
@@ -121,7 +121,8 @@ class Peers:
                     return reply.result()
                 if not await self.answers(pool, job.request_id):
                     raise RoleError(ErrorKind.UNAVAILABLE, f"{pool} hung: its Prefill had no answer within its "
-                                    f"{deadline_s:.2f} s deadline, nor its Health within {HOST_ALLOWANCE_S:g} s",
+                                    f"{deadline_s:.2f} s deadline, nor its Health within "
+                                    f"{self.deadlines.host_allowance_s:g} s",
                                     "DEADLINE_EXCEEDED")
         finally:
             if not reply.done():
@@ -132,7 +133,7 @@ class Peers:
         """Whether `service` answers its Health within the host's allowance: alive, if busy."""
         stub = self.prefill.get(service) or self.decode[service]
         try:
-            await unary(stub.Health, pb.Empty(), request_id, HOST_ALLOWANCE_S)
+            await unary(stub.Health, pb.Empty(), request_id, self.deadlines.host_allowance_s)
         except RoleError:
             return False
         return True
