@@ -59,6 +59,7 @@ class Outcome:
     message: str = ""
     pipeline: str | None = None
     reason: str | None = None  # the router's policy reason, in PDD
+    degraded: str | None = None  # the degraded mode that served it (services/router/degraded.py), if any
     tokens: int = 0
     streamed: bool = True
     output_ids: list[int] = field(default_factory=list, repr=False)

@@ -14,18 +14,17 @@ import asyncio
 import functools
 from typing import TYPE_CHECKING, Any, Mapping
 
-import grpc
-
 from services.profiles import load_model
 from services.router.deadlines import CallDeadlines
 from services.router.decode_stream import DecodeStream
 from services.router.feed import TokenFeed, grpc_feed, tcp_feed
+from services.router.hung import HangGuard
 from services.router.prompts import Resends, lookup_request, not_held, resent_whole, with_prompt
 from services.router.resend import ResendingDecodeStub
 from services.rpc import channel, metadata, pb, pb_grpc
-from services.rpc.errors import role_error, unary
+from services.rpc.errors import unary
 from services.scenario.plan import MeshPlan, ServicePlan
-from services.types import ErrorKind, Role, RoleError
+from services.types import Role, RoleError
 
 if TYPE_CHECKING:
     from services.router.pipelines import Job
@@ -83,6 +82,10 @@ class Peers:
     def deadlines(self) -> CallDeadlines:
         return CallDeadlines(self.plan)
 
+    @functools.cached_property
+    def hangs(self) -> HangGuard:
+        return HangGuard(self.answers, self.deadlines.host_allowance_s)
+
     async def cache_lookup(self, service: str, job: Job) -> pb.CacheLookupReply:
         """`service`'s CacheLookup, under its own deadline (services/router/deadlines.py): a miss is the
         pool not answering (DEADLINE), which placement passes over as it passes over a dead one."""
@@ -94,7 +97,8 @@ class Peers:
         """`pool`'s Prefill; made once more with the ids if the pool no longer holds the prompt it named.
 
         A pool that lets the call's deadline pass and then does not answer its Health either is hung:
-        the call fails as UNAVAILABLE, the crashed pool's status, so the request takes the same path.
+        the call fails as UNAVAILABLE, the crashed pool's status, so the request takes the same path
+        (services/router/hung.py).
         """
         receivers = tuple(r for r in (request.kv_target, request.kv_target_secondary) if r)
         with self.deadlines.prefilling(pool, len(job.prompt)):
@@ -108,32 +112,16 @@ class Peers:
 
     async def _prefill_or_hung(self, pool: str, request: pb.PrefillRequest, job: Job,
                                receivers: tuple[str, ...]) -> pb.PrefillReply:
-        """The Prefill's reply; each time its deadline passes, the pool's Health decides: busy (wait
-        another deadline) or hung (the call is cancelled and fails as the pool being unavailable)."""
         call = self.prefill[pool].Prefill(request, timeout=self.plan.scenario.request_timeout_s,
                                           metadata=metadata(job.request_id))
-        reply = asyncio.ensure_future(_answer(call))
-        try:
-            while True:
-                deadline_s = self.deadlines.prefill_s(pool, len(job.prompt), receivers)
-                done, _ = await asyncio.wait((reply,), timeout=deadline_s)
-                if done:
-                    return reply.result()
-                if not await self.answers(pool, job.request_id):
-                    raise RoleError(ErrorKind.UNAVAILABLE, f"{pool} hung: its Prefill had no answer within its "
-                                    f"{deadline_s:.2f} s deadline, nor its Health within "
-                                    f"{self.deadlines.host_allowance_s:g} s",
-                                    "DEADLINE_EXCEEDED")
-        finally:
-            if not reply.done():
-                reply.cancel()
-                getattr(call, "cancel", lambda: None)()  # a simulation's call is a bare coroutine
+        return await self.hangs.reply(pool, "Prefill", call,
+                                      lambda: self.deadlines.prefill_s(pool, len(job.prompt), receivers))
 
-    async def answers(self, service: str, request_id: str) -> bool:
+    async def answers(self, service: str) -> bool:
         """Whether `service` answers its Health within the host's allowance: alive, if busy."""
         stub = self.prefill.get(service) or self.decode[service]
         try:
-            await unary(stub.Health, pb.Empty(), request_id, self.deadlines.host_allowance_s)
+            await unary(stub.Health, pb.Empty(), "liveness", self.deadlines.host_allowance_s)
         except RoleError:
             return False
         return True
@@ -171,10 +159,3 @@ class Peers:
         self._next_prefill = (self._next_prefill + 1) % len(pools)
         return pools[self._next_prefill]
 
-
-async def _answer(call):
-    """A unary call's reply, its failure as the RoleError of its status (services/rpc/errors.py)."""
-    try:
-        return await call
-    except grpc.aio.AioRpcError as exc:
-        raise role_error(exc) from exc

@@ -149,3 +149,22 @@ async def test_a_hung_pool_is_passed_over_to_the_next_and_when_all_hang_no_prefi
     # the pipelines' test: the decode pool prefills it itself (services/router/pipelines.py prefill_here)
     assert no_prefill_reachable(call, call.exception())
     assert {s.name for s in peers.services(Role.PREFILL)} == {"prefill", "prefill-b"}
+
+
+async def test_once_one_call_finds_a_pool_hung_every_open_call_fails_and_a_new_one_after_one_health_check():
+    hung = _Prefill(answer_s=None, alive=False)
+    peers = _peers({"prefill": hung})
+    # The second call is sent while the first waits: its deadline counts the first's work, so it ends later.
+    first = asyncio.ensure_future(peers.submit_prefill("prefill", pb.PrefillRequest(request_id="a"), _job()))
+    await asyncio.sleep(0)
+    second = asyncio.ensure_future(peers.submit_prefill("prefill", pb.PrefillRequest(request_id="b"), _job()))
+    done, _ = await asyncio.wait((first, second), timeout=60, return_when=asyncio.ALL_COMPLETED)
+    assert len(done) == 2 and hung.probes == 1  # one Health check found it; the other call did not wait its own
+    assert "found hung by another call" in str(second.exception()) and peers.hangs.suspected("prefill")
+    with pytest.raises(RoleError, match="found hung by an earlier call and still silent"):
+        await asyncio.wait_for(peers.submit_prefill("prefill", pb.PrefillRequest(request_id="c"), _job()), 10)
+    assert hung.probes == 2 and hung.calls == 3
+
+    hung.alive, hung.answer_s = True, 0.0  # it answers again: the next call is made as usual
+    reply = await asyncio.wait_for(peers.submit_prefill("prefill", pb.PrefillRequest(request_id="d"), _job()), 10)
+    assert reply.first_token == 7 and not peers.hangs.suspected("prefill")
