@@ -24,7 +24,7 @@ from services.router.resend import ResendingDecodeStub
 from services.rpc import channel, metadata, pb, pb_grpc
 from services.rpc.errors import unary
 from services.scenario.plan import MeshPlan, ServicePlan
-from services.types import Role, RoleError
+from services.types import ErrorKind, Role, RoleError
 
 if TYPE_CHECKING:
     from services.router.pipelines import Job
@@ -74,6 +74,7 @@ class Peers:
         return stream
 
     async def close(self) -> None:
+        await self.hangs.close()
         await asyncio.gather(*self._cancels, return_exceptions=True)
         await asyncio.gather(*(feed.close() for feed in self.feeds.values()))
         await asyncio.gather(*(c.close() for c in self._channels.values()))
@@ -88,10 +89,17 @@ class Peers:
 
     async def cache_lookup(self, service: str, job: Job) -> pb.CacheLookupReply:
         """`service`'s CacheLookup, under its own deadline (services/router/deadlines.py): a miss is the
-        pool not answering (DEADLINE), which placement passes over as it passes over a dead one."""
+        pool not answering (DEADLINE), which placement passes over as it passes over a dead one; a pool
+        found hung (services/router/hung.py) is refused at once, as UNAVAILABLE."""
         stubs = self.prefill if self.plan.service(service).role is Role.PREFILL else self.decode
-        return await unary(stubs[service].CacheLookup, lookup_request(job), job.request_id,
-                           self.deadlines.lookup_s(service))
+        self.hangs.refuse_if_hung(service, "CacheLookup")
+        try:
+            return await unary(stubs[service].CacheLookup, lookup_request(job), job.request_id,
+                               self.deadlines.lookup_s(service))
+        except RoleError as exc:
+            if exc.kind is ErrorKind.DEADLINE:
+                self.hangs.missed(service)  # its Health is asked; silent, it is passed over from then on
+            raise
 
     async def submit_prefill(self, pool: str, request: pb.PrefillRequest, job: Job) -> pb.PrefillReply:
         """`pool`'s Prefill; made once more with the ids if the pool no longer holds the prompt it named.
@@ -112,6 +120,7 @@ class Peers:
 
     async def _prefill_or_hung(self, pool: str, request: pb.PrefillRequest, job: Job,
                                receivers: tuple[str, ...]) -> pb.PrefillReply:
+        self.hangs.refuse_if_hung(pool, "Prefill")
         call = self.prefill[pool].Prefill(request, timeout=self.plan.scenario.request_timeout_s,
                                           metadata=metadata(job.request_id))
         return await self.hangs.reply(pool, "Prefill", call,

@@ -18,6 +18,7 @@ from services.router.prompts import Resends
 from services.rpc import pb
 from services.scenario import load_scenario
 from services.types import ErrorKind, Role, RoleError
+from tests.waiting import until
 
 ALLOWANCE_S = 0.05  # the host's allowance in these tests, so that a hang is found in a fraction of a second
 
@@ -119,9 +120,10 @@ async def test_a_hung_prefill_fails_as_unavailable_after_its_deadline_and_a_miss
     with pytest.raises(RoleError) as failed:
         await asyncio.wait_for(peers.submit_prefill("prefill", request, _job()), deadline_s + 10)
     assert failed.value.kind is ErrorKind.UNAVAILABLE and failed.value.code == "DEADLINE_EXCEEDED"
-    assert "prefill hung" in failed.value.message and hung.probes == 1
+    assert "prefill hung" in failed.value.message and hung.probes >= 1 and peers.hangs.suspected("prefill")
     await asyncio.wait_for(hung.cancelled.wait(), 5)  # the call itself is cancelled, not left open
     assert peers.deadlines.outstanding_s["prefill"] == 0.0
+    await peers.hangs.close()
 
 
 async def test_a_busy_prefill_that_answers_its_health_is_waited_for_past_its_deadline():
@@ -140,6 +142,7 @@ async def test_a_hung_pool_is_passed_over_to_the_next_and_when_all_hang_no_prefi
     reply = await asyncio.wait_for(prefill_any(peers, pb.PrefillRequest(request_id="r1"), _job(), target), 30)
     assert reply.first_token == 7 and target.name == "prefill-b" and target.passed_over == ["prefill"]
     assert target.degraded == "prefill-down"
+    await peers.hangs.close()
 
     peers = _peers({"prefill": _Prefill(None, False), "prefill-b": _Prefill(None, False)}, "prefill-b")
     call = asyncio.ensure_future(prefill_any(peers, pb.PrefillRequest(request_id="r2"), _job(),
@@ -149,9 +152,10 @@ async def test_a_hung_pool_is_passed_over_to_the_next_and_when_all_hang_no_prefi
     # the pipelines' test: the decode pool prefills it itself (services/router/pipelines.py prefill_here)
     assert no_prefill_reachable(call, call.exception())
     assert {s.name for s in peers.services(Role.PREFILL)} == {"prefill", "prefill-b"}
+    await peers.hangs.close()
 
 
-async def test_once_one_call_finds_a_pool_hung_every_open_call_fails_and_a_new_one_after_one_health_check():
+async def test_once_one_call_finds_a_pool_hung_every_open_call_fails_and_new_ones_until_it_answers_again():
     hung = _Prefill(answer_s=None, alive=False)
     peers = _peers({"prefill": hung})
     # The second call is sent while the first waits: its deadline counts the first's work, so it ends later.
@@ -159,12 +163,49 @@ async def test_once_one_call_finds_a_pool_hung_every_open_call_fails_and_a_new_o
     await asyncio.sleep(0)
     second = asyncio.ensure_future(peers.submit_prefill("prefill", pb.PrefillRequest(request_id="b"), _job()))
     done, _ = await asyncio.wait((first, second), timeout=60, return_when=asyncio.ALL_COMPLETED)
-    assert len(done) == 2 and hung.probes == 1  # one Health check found it; the other call did not wait its own
+    assert len(done) == 2 and "no answer within its" in str(first.exception())
     assert "found hung by another call" in str(second.exception()) and peers.hangs.suspected("prefill")
-    with pytest.raises(RoleError, match="found hung by an earlier call and still silent"):
-        await asyncio.wait_for(peers.submit_prefill("prefill", pb.PrefillRequest(request_id="c"), _job()), 10)
-    assert hung.probes == 2 and hung.calls == 3
+    with pytest.raises(RoleError, match="Prefill not sent") as refused:
+        await asyncio.wait_for(peers.submit_prefill("prefill", pb.PrefillRequest(request_id="c"), _job()), 1)
+    assert refused.value.kind is ErrorKind.UNAVAILABLE and hung.calls == 2  # refused without a call
 
-    hung.alive, hung.answer_s = True, 0.0  # it answers again: the next call is made as usual
+    hung.alive, hung.answer_s = True, 0.0  # it answers again: the watcher clears it, calls are made as usual
+    await until(lambda: not peers.hangs.suspected("prefill"), "the watcher seeing the pool answer")
     reply = await asyncio.wait_for(peers.submit_prefill("prefill", pb.PrefillRequest(request_id="d"), _job()), 10)
-    assert reply.first_token == 7 and not peers.hangs.suspected("prefill")
+    assert reply.first_token == 7 and hung.calls == 3
+    await peers.hangs.close()
+
+
+class _Lookup:
+    """A decode pool's stub whose CacheLookup and Health answer only while `alive`."""
+
+    def __init__(self) -> None:
+        self.alive, self.lookups = False, 0
+
+    async def CacheLookup(self, request, timeout=None, metadata=None):  # noqa: N802
+        self.lookups += 1
+        return await self.Health(request, timeout)
+
+    async def Health(self, request, timeout=None, metadata=None):  # noqa: N802
+        if not self.alive:
+            await asyncio.sleep(timeout)
+            raise grpc.aio.AioRpcError(grpc.StatusCode.DEADLINE_EXCEEDED, grpc.aio.Metadata(), grpc.aio.Metadata(),
+                                       details="Deadline Exceeded")
+        return pb.CacheLookupReply(hit_tokens=0)
+
+
+async def test_a_lookup_past_its_deadline_has_the_pool_watched_and_passed_over_once_silent():
+    decode = _Lookup()
+    peers = _peers({})
+    peers.decode = {"main-decode": decode}
+    with pytest.raises(RoleError) as missed:
+        await peers.cache_lookup("main-decode", _job())
+    assert missed.value.kind is ErrorKind.DEADLINE and decode.lookups == 1
+    await until(lambda: peers.hangs.suspected("main-decode"), "the watcher finding it silent")
+    with pytest.raises(RoleError, match="CacheLookup not sent"):
+        await asyncio.wait_for(peers.cache_lookup("main-decode", _job()), 1)
+    assert decode.lookups == 1
+    decode.alive = True
+    await until(lambda: not peers.hangs.suspected("main-decode"), "the watcher seeing it answer")
+    assert (await peers.cache_lookup("main-decode", _job())).hit_tokens == 0
+    await peers.hangs.close()
