@@ -5,16 +5,23 @@ router's call deadlines (services/router/deadlines.py) send new requests down th
 gives them, and the keeper's liveness check (services/launcher/keeper.py) kills the process within
 its bound, after which the keeper restarts it as after any crash. The fault is over when the
 restarted process answers /health; should the keeper not act within RESTART_WAIT_S, the process
-is continued (SIGCONT) and the run fails, naming the hang that was never noticed.
+is continued (SIGCONT) and the run fails, naming the hang that was never noticed. A probe request
+(a fresh short prompt) measures its TTFT before the hang and every second during it: once the hang
+is past the keeper's bound, the mesh must serve it within a second of that baseline.
 """
 
 from __future__ import annotations
 
+import asyncio
+import random
+import statistics
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from services.chaos.client import send_completion
 from services.chaos.faults import Window, mid_stream
 from services.chaos.mesh import MeshError
+from services.chaos.outcomes import Outcome
 from services.launcher.keeper import Liveness
 from services.types import Role
 
@@ -24,6 +31,11 @@ if TYPE_CHECKING:
 LINKS = {"wan-link": "wan", "rdma-link": "rdma"}  # a hang's target that is a KV link, by its kind
 # The longest the keeper takes to kill a hung process with its default liveness settings (7 s).
 KEEPER_BOUND_S = Liveness("").bound_s
+# The probe: a fresh short prompt, sent BASELINE_PROBES times before the hang and every PROBE_EVERY_S
+# during it; once the hang is past KEEPER_BOUND_S (found by the router, or killed by its keeper), their
+# median TTFT must be within PROBE_MARGIN_S of the probes' median before it.
+PROBE_PROMPT_TOKENS, PROBE_OUTPUT_TOKENS = 256, 8
+BASELINE_PROBES, PROBE_EVERY_S, PROBE_MARGIN_S = 3, 1.0, 1.0
 
 
 @dataclass(frozen=True)
@@ -44,18 +56,47 @@ class Hang:
 
     async def apply(self, run: RunContext) -> Window:
         name = self.process(run)
+        rng = random.Random(f"{run.seed}-{self.name}")
+        before = [await _probe(run, f"{self.name}-before-{i}", rng) for i in range(BASELINE_PROBES)]
         streaming = True if self.target in LINKS else await mid_stream(run, name)
         start = run.now()
         pid = run.mesh.hang(name)
+        stop = asyncio.Event()
+        probing = asyncio.create_task(self._probe_during(run, rng, stop))
         try:
             down_s = await run.mesh.restarted(name, pid)
         except MeshError:
             run.mesh.resume(pid)
             raise
+        finally:
+            stop.set()
+            during = await probing
+        ttfts = [o.ttft_s for o in before if o.kind == "completed" and o.ttft_s is not None]
         return Window(self.name, start, run.now(), {
             "process": name, "mid_stream": streaming, "old_pid": pid, "new_pid": run.mesh.service_pid(name),
             "down_s": round(down_s, 3), "restarts": run.mesh.restarts(name),
-            "hung_kills": run.mesh.hung_kills(name)})
+            "hung_kills": run.mesh.hung_kills(name),
+            "probe_baseline_s": round(statistics.median(ttfts), 3) if ttfts else None,
+            "probes": [[round(o.send_s - start, 2), o.kind, None if o.ttft_s is None else round(o.ttft_s, 3)]
+                       for o in during]})
+
+    async def _probe_during(self, run: RunContext, rng: random.Random, stop: asyncio.Event) -> list[Outcome]:
+        """A probe every PROBE_EVERY_S until `stop`, each concurrent with the rest; their outcomes."""
+        sent = []
+        while not stop.is_set():
+            sent.append(asyncio.create_task(_probe(run, f"{self.name}-during-{len(sent)}", rng)))
+            try:
+                await asyncio.wait_for(stop.wait(), PROBE_EVERY_S)  # the probes' pace
+            except TimeoutError:
+                pass
+        return list(await asyncio.gather(*sent))
+
+
+async def _probe(run: RunContext, request_id: str, rng: random.Random) -> Outcome:
+    prompt = [rng.randrange(1000, 30000) for _ in range(PROBE_PROMPT_TOKENS)]
+    outcome = Outcome(request_id, "probe")
+    run.extra.append(outcome)
+    return await send_completion(run.target, outcome, prompt, PROBE_OUTPUT_TOKENS)
 
 
 def hang_targets(mode: str) -> list[str]:
@@ -65,8 +106,9 @@ def hang_targets(mode: str) -> list[str]:
 
 
 def hangs_check(phases, sla_ttft_s: float) -> list[str]:
-    """TTFT p99 of the requests sent during each hang within the SLA plus the keeper's bound, and every
-    hang ended by the keeper's liveness check (not by the process waking up on its own)."""
+    """TTFT p99 of the requests sent during each hang within the SLA plus the keeper's bound; every
+    hang ended by the keeper's liveness check (not by the process waking up on its own); and the
+    mesh serving a concurrent probe at its baseline once the hang is past that bound."""
     problems = []
     for phase in phases:
         bound = sla_ttft_s + KEEPER_BOUND_S
@@ -75,4 +117,22 @@ def hangs_check(phases, sla_ttft_s: float) -> list[str]:
                             f"plus the keeper's bound ({sla_ttft_s:g} + {KEEPER_BOUND_S:g} s)")
         if phase.notes.get("hung_kills", 0) < 1:
             problems.append(f"{phase.name}: the keeper's liveness check did not kill {phase.notes.get('process')}")
+        problems += _probes_served(phase)
+    return problems
+
+
+def _probes_served(phase) -> list[str]:
+    """Every probe sent once the hang was past KEEPER_BOUND_S completed, and their median TTFT is within
+    PROBE_MARGIN_S of the baseline's median: medians, as one request's TTFT on the shared machine
+    spreads by more than the margin with no fault at all (the warm-ups' p99 is 5-7 x their p50)."""
+    baseline = phase.notes.get("probe_baseline_s")
+    if baseline is None:
+        return [f"{phase.name}: no probe completed before the hang, so there is no baseline"]
+    past = [(after, kind, ttft) for after, kind, ttft in phase.notes.get("probes", []) if after >= KEEPER_BOUND_S]
+    problems = [f"{phase.name}: the probe sent {after:.1f} s into the hang was {kind}"
+                for after, kind, _ in past if kind != "completed"]
+    ttfts = [ttft for _, kind, ttft in past if kind == "completed" and ttft is not None]
+    if ttfts and statistics.median(ttfts) > baseline + PROBE_MARGIN_S:
+        problems.append(f"{phase.name}: the probes past {KEEPER_BOUND_S:g} s into the hang had a median TTFT of "
+                        f"{statistics.median(ttfts):.3f} s against the baseline's {baseline:.3f} s + {PROBE_MARGIN_S:g} s")
     return problems

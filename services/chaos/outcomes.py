@@ -50,7 +50,7 @@ class FaultFreeText:
 @dataclass
 class Outcome:
     request_id: str
-    tag: str  # which traffic sent it: steady, overload, slow-reader, hang-up
+    tag: str  # which traffic sent it: steady, overload, slow-reader, hang-up, probe (a hang's)
     kind: str = "lost"
     send_s: float = 0.0  # seconds since the run started
     end_s: float = math.inf
