@@ -1,4 +1,4 @@
-"""Hangs: SIGSTOP of a role's process or of a link's, held until its keeper notices (docs/reliability.md §Hangs).
+"""Hangs: SIGSTOP of a role's process or of a link's, held until its keeper notices (docs/hangs.md).
 
 A stopped process keeps its sockets open and answers nothing, so nothing fails at once: the
 router's call deadlines (services/router/deadlines.py) send new requests down the paths a crash

@@ -122,7 +122,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def _unhealthy(status: dict) -> str:
     """A kept service that does not answer /health: its keeper's state, or "no-answer" while it runs
-    (starting, or hung until its keeper's liveness check kills it: docs/reliability.md §Hangs)."""
+    (starting, or hung until its keeper's liveness check kills it: docs/hangs.md)."""
     state = status.get("state", "running")
     return "no-answer" if state == "running" else state
 

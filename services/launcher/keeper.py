@@ -21,7 +21,8 @@ it, and the restart above follows. A hang therefore lasts at most
 
     retries x (interval + timeout)
 
-(each check waits an interval, then up to a timeout) before the kill (docs/reliability.md §Hangs). The status file then also has `hung_kills`.
+(each check waits an interval, then up to a timeout) before the kill (docs/hangs.md). The status
+file then also has `hung_kills`.
 
 Only the standard library: the keeper must start fast and stay small.
 """
@@ -42,7 +43,7 @@ from pathlib import Path
 
 RESET_AFTER_S = 10.0  # Docker resets its restart back-off once a container has run this long
 STOP_GRACE_S = 10.0  # matches `pdd-emu down`: SIGKILL after this
-# The liveness defaults (docs/reliability.md §Hangs): a miss is 2.5 s without an answer, the router's
+# The liveness defaults (docs/hangs.md): a miss is 2.5 s without an answer, the router's
 # allowance for a loaded host (services/router/deadlines.py HOST_ALLOWANCE_S); two in a row, so one
 # late answer is not a hang. A hang is killed within 2 x (1 + 2.5) = 7 s.
 HEALTH_INTERVAL_S = 1.0

@@ -1,4 +1,4 @@
-"""How long the router waits for a peer's call, sized to the work the call asks for (docs/reliability.md §Hangs).
+"""How long the router waits for a peer's call, sized to the work the call asks for (docs/hangs.md).
 
 A crashed peer fails its calls at once (its connections reset); a hung one (SIGSTOP, a wedged
 event loop) keeps them open and answers nothing. So each call has a deadline of its own, the
@@ -44,7 +44,7 @@ from services.scenario.plan import MeshPlan
 HOST_ALLOWANCE_S = 2.5
 # An assumption, not fitted: a prefill may run at half its predicted speed before it is suspected.
 # The roofline is within 10% of measured step times (docs/roofline.md); the rest is the emulated
-# step's own lateness on a loaded host (docs/reliability.md §Hangs).
+# step's own lateness on a loaded host (docs/hangs.md).
 SLACK = 2.0
 
 

@@ -1,6 +1,6 @@
 """A peer that stops answering: found hung, passed over at once, and watched until it answers again.
 
-Part of the Peers adapter (services/router/peers.py; docs/reliability.md, "Hangs and dead keepers").
+Part of the Peers adapter (services/router/peers.py; docs/hangs.md).
 A call waits its deadline (sized to its work, services/router/deadlines.py); then the peer's Health
 decides: a peer that answers is busy and the call waits another deadline; one that does not is
 hung. The call is cancelled and fails as UNAVAILABLE, the status a crashed peer's calls fail with,
