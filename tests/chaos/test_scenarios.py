@@ -48,6 +48,10 @@ async def test_invariants_hold_under_the_fault(name, mode, tmp_path):
     if name == "hang":
         assert [p.name for p in report.phases] == [f"hang-{t}" for t in hang_targets(mode)]
         assert all(p.notes["hung_kills"] >= 1 and p.notes["new_pid"] != p.notes["old_pid"] for p in report.phases)
+        if mode == "pdd":  # a path for every hang: each probe is served, and the hung roles' requests degraded
+            assert all(kind == "completed" for p in report.phases for _, kind, _ in p.notes["probes"])
+            served = set(report.during_faults)
+            assert {"degraded: prefill-unreachable", "degraded: main-decode-down"} <= served, served
     if name == "rld-overload":
         assert report.during_faults.get("relay saturated", 0) + report.during_faults.get("429", 0) > 0
     if name == "wan-partition":
