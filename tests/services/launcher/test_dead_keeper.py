@@ -74,3 +74,15 @@ def test_down_stops_a_stopped_service_without_waiting_out_its_grace(tmp_path):
     assert_at_most(time.monotonic() - began, STOP_GRACE_S / 2, what="seconds to stop a stopped service")
     assert not _alive(started.pid) and not Path(f"/proc/{child}").exists()
     assert keeper_status(tmp_path, "svc")["state"] == "stopped"
+
+
+def test_status_says_no_answer_for_a_kept_service_that_runs_but_does_not_answer(tmp_path):
+    started = start_kept(tmp_path)
+    child = keeper_status(tmp_path, "svc")["child_pid"]
+    os.killpg(started.pid, signal.SIGSTOP)  # the keeper too, so that its liveness check does not end the hang first
+    try:
+        shown = pdd_emu("status", "--run-dir", str(tmp_path))
+        line = next(line for line in shown.stdout.splitlines() if line.strip().startswith("svc"))
+        assert shown.returncode == 1 and line.split()[2] == "no-answer", shown.stdout
+    finally:
+        stop_processes([started], run_dir=tmp_path)
