@@ -78,7 +78,6 @@ def test_down_stops_a_stopped_service_without_waiting_out_its_grace(tmp_path):
 
 def test_status_says_no_answer_for_a_kept_service_that_runs_but_does_not_answer(tmp_path):
     started = start_kept(tmp_path)
-    child = keeper_status(tmp_path, "svc")["child_pid"]
     os.killpg(started.pid, signal.SIGSTOP)  # the keeper too, so that its liveness check does not end the hang first
     try:
         shown = pdd_emu("status", "--run-dir", str(tmp_path))
