@@ -16,8 +16,8 @@ replaced atomically) says what runs now: `child_pid`, `restarts`,
 With `--health URL` the keeper also checks that the child answers, as a compose healthcheck with a
 restart policy would: once the child has answered URL (any HTTP status: a draining service is
 alive), a GET is made every `--health-interval` seconds with `--health-timeout` to answer, and
-after `--health-retries` misses in a row the child is hung (SIGSTOP, a wedged event loop): the keeper logs one line and SIGKILLs
-it, and the restart above follows. A hang therefore lasts at most
+after `--health-retries` misses in a row the child is hung (SIGSTOP, a wedged event loop): the
+keeper logs one line and SIGKILLs it, and the restart above follows. A hang therefore lasts at most
 
     retries x (interval + timeout)
 
@@ -151,7 +151,6 @@ class Keeper:
                 return code
 
     def _wait_child(self) -> int:
-        assert self.child is not None
         if self.liveness is None:
             return self._wait()
         ended = threading.Event()
@@ -201,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-backoff", type=float, default=8.0, help="longest restart delay, seconds")
     parser.add_argument("--stop-grace", type=float, default=STOP_GRACE_S,
                         help="seconds a stopped child has before SIGKILL")
-    parser.add_argument("--health", help="URL the child must answer with 200; unset: no liveness check")
+    parser.add_argument("--health", help="URL the child must answer (any HTTP status); unset: no liveness check")
     parser.add_argument("--health-interval", type=float, default=HEALTH_INTERVAL_S, help="seconds between checks")
     parser.add_argument("--health-timeout", type=float, default=HEALTH_TIMEOUT_S, help="seconds a check may take")
     parser.add_argument("--health-retries", type=int, default=HEALTH_RETRIES,
