@@ -4,7 +4,7 @@ A crashed peer fails its calls at once (its connections reset); a hung one (SIGS
 event loop) keeps them open and answers nothing. So each call has a deadline of its own, the
 time the call's work should take plus an allowance for the host:
 
-    lookup  = HOST_ALLOWANCE_S + rtt(router, service)
+    small   = HOST_ALLOWANCE_S + rtt(router, service)       (CacheLookup, CancelTransfer, SetLimit)
     prefill = HOST_ALLOWANCE_S + rtt(router, pool) + max rtt(pool, receiver)
               + SLACK x dilation x (roofline_s(prompt) + outstanding_s(pool))
 
@@ -15,9 +15,9 @@ has sent the pool that have not answered yet, taken as run one after another (th
 instances and its batching only make them faster), so a queue at the pool lengthens the deadline
 instead of being taken for a hang. `rtt` is twice the propagation of the control route a call
 crosses between datacenters (zero where gRPC goes directly); Prefill also waits for its
-receivers' acknowledgements of the transfer announce. A lookup hashes the prompt's blocks, and its
-request (4 bytes a token id) takes well under a millisecond on any line: only the allowance and
-the round trip count.
+receivers' acknowledgements of the transfer announce. A small call's work is a table lookup (a
+lookup hashes the prompt's blocks), and its request (a lookup's: 4 bytes a token id) takes well
+under a millisecond on any line: only the allowance and the round trip count.
 
 When Prefill's deadline passes, the router asks the pool's Health with HOST_ALLOWANCE_S to answer
 (`services/router/peers.py`): a pool that answers is busy, not hung, and the call gets another
@@ -63,7 +63,8 @@ class CallDeadlines:
         link = self.plan.control_link(self.plan.service(consumer).dc, target, "grpc")
         return 0.0 if link is None else 2 * link.spec.delay_s
 
-    def lookup_s(self, service: str) -> float:
+    def small_s(self, service: str) -> float:
+        """A call that asks for no compute (a lookup, a cancellation, a relay's cap): allowance and round trip."""
         return self.host_allowance_s + self.rtt_s(self.plan.router.name, service)
 
     def prefill_s(self, pool: str, prompt_tokens: int, receivers: tuple[str, ...] = ()) -> float:

@@ -29,7 +29,6 @@ from services.types import ErrorKind, Role, RoleError
 if TYPE_CHECKING:
     from services.router.pipelines import Job
 
-CALL_TIMEOUT_S = 5.0  # a relay's cap, a transfer's cancellation: small calls that answer at once
 
 
 class Peers:
@@ -95,7 +94,7 @@ class Peers:
         self.hangs.refuse_if_hung(service, "CacheLookup")
         try:
             return await unary(stubs[service].CacheLookup, lookup_request(job), job.request_id,
-                               self.deadlines.lookup_s(service))
+                               self.deadlines.small_s(service))
         except RoleError as exc:
             if exc.kind is ErrorKind.DEADLINE:
                 self.hangs.missed(service)  # its Health is asked; silent, it is passed over from then on
@@ -137,12 +136,12 @@ class Peers:
 
     async def cancel_transfer(self, pool: str, request_id: str, reason: str) -> bool:
         reply = await unary(self.prefill[pool].CancelTransfer, pb.CancelRequest(request_id=request_id, reason=reason),
-                             request_id, CALL_TIMEOUT_S)
+                             request_id, self.deadlines.small_s(pool))
         return reply.cancelled
 
     async def set_limit(self, service: str, request_id: str, limit: int | None) -> None:
         request = pb.LimitRequest(request_id=request_id, limit=-1 if limit is None else limit)
-        await unary(self.decode[service].SetLimit, request, request_id, CALL_TIMEOUT_S)
+        await unary(self.decode[service].SetLimit, request, request_id, self.deadlines.small_s(service))
 
     def abandon_transfer(self, pool: str, job: Job) -> None:
         """The request ended before its KV landed: stop the bytes nobody will read.

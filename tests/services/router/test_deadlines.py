@@ -35,11 +35,11 @@ def _lone_prefill_s(plan, tokens: int) -> float:
     return clock.chunked_prefill_seconds(-(-tokens // chunk) * chunk, chunk)
 
 
-def test_a_lookup_waits_the_hosts_allowance_plus_the_control_routes_round_trip():
-    assert CallDeadlines(_plan()).lookup_s("main-decode") == HOST_ALLOWANCE_S  # gRPC sent directly
+def test_a_small_call_waits_the_hosts_allowance_plus_the_control_routes_round_trip():
+    assert CallDeadlines(_plan()).small_s("main-decode") == HOST_ALLOWANCE_S  # gRPC sent directly
     over_wan = CallDeadlines(_plan("control_over_wan=true", "wan.delay_s=40ms"))
-    assert over_wan.lookup_s("main-decode") == pytest.approx(HOST_ALLOWANCE_S + 0.080)
-    assert over_wan.lookup_s("relay-decode") == HOST_ALLOWANCE_S  # same datacenter as the router
+    assert over_wan.small_s("main-decode") == pytest.approx(HOST_ALLOWANCE_S + 0.080)
+    assert over_wan.small_s("relay-decode") == HOST_ALLOWANCE_S  # same datacenter as the router
 
 
 def test_a_prefills_deadline_is_the_allowance_plus_twice_its_roofline_time_and_grows_with_the_prompt():
