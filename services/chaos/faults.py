@@ -38,11 +38,13 @@ async def poll_until(check: Callable[[], Awaitable[bool]], deadline_s: float, wh
         await asyncio.sleep(POLL_S)
 
 
-async def mid_stream(run: RunContext, service: str) -> bool:
-    """Wait until `service` runs a sequence; False if it did not within MID_STREAM_WAIT_S (struck idle)."""
+async def mid_stream(run: RunContext, service: str, or_receiving: bool = False) -> bool:
+    """Wait until `service` runs a sequence (or, `or_receiving`, waits for a KV transfer); False if it did
+    not within MID_STREAM_WAIT_S (struck idle)."""
     async def streaming() -> bool:
         stats = await run.mesh.stats(run.http, service)
-        return any(s["running"] for s in stats["instances"].values())
+        receiving = or_receiving and stats.get("transfers_pending", 0) > 0
+        return receiving or any(s["running"] for s in stats["instances"].values())
 
     try:
         await poll_until(streaming, MID_STREAM_WAIT_S, f"{service} running a sequence")

@@ -59,7 +59,8 @@ class Hang:
         name = self.process(run)
         rng = random.Random(f"{run.seed}-{self.name}")
         before = [await _probe(run, f"{self.name}-before-{i}", rng) for i in range(BASELINE_PROBES)]
-        streaming = True if self.target in LINKS else await mid_stream(run, name)
+        # A relay's sequences last a handoff's few tokens: one waiting for its KV is as much in the middle.
+        streaming = True if self.target in LINKS else await mid_stream(run, name, or_receiving=True)
         start = run.now()
         pid = run.mesh.hang(name)
         stop = asyncio.Event()
