@@ -81,6 +81,7 @@ class StreamJudge:
         if pdd:
             self.outcome.pipeline = pdd.get("pipeline")
             self.outcome.reason = (pdd.get("policy") or {}).get("reason")
+            self.outcome.degraded = pdd.get("degraded")
 
     def finish(self) -> None:
         text = "".join(self.pieces)

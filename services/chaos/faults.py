@@ -38,6 +38,21 @@ async def poll_until(check: Callable[[], Awaitable[bool]], deadline_s: float, wh
         await asyncio.sleep(POLL_S)
 
 
+async def mid_stream(run: RunContext, service: str, or_receiving: bool = False) -> bool:
+    """Wait until `service` runs a sequence (or, `or_receiving`, waits for a KV transfer); False if it did
+    not within MID_STREAM_WAIT_S (struck idle)."""
+    async def streaming() -> bool:
+        stats = await run.mesh.stats(run.http, service)
+        receiving = or_receiving and stats.get("transfers_pending", 0) > 0
+        return receiving or any(s["running"] for s in stats["instances"].values())
+
+    try:
+        await poll_until(streaming, MID_STREAM_WAIT_S, f"{service} running a sequence")
+    except TimeoutError:
+        return False  # struck anyway; the report says it was idle
+    return True
+
+
 @dataclass(frozen=True)
 class WanJitter:
     """KV transfer time wandering through `delays_s` (one-way delay of the WAN's KV direction), each held
@@ -121,20 +136,11 @@ class KillRestart:
 
     async def apply(self, run: RunContext) -> Window:
         service = run.mesh.services(self.role)[0]
-
-        async def streaming() -> bool:
-            stats = await run.mesh.stats(run.http, service.name)
-            return any(s["running"] for s in stats["instances"].values())
-
-        mid_stream = True
-        try:
-            await poll_until(streaming, MID_STREAM_WAIT_S, f"{service.name} running a sequence")
-        except TimeoutError:
-            mid_stream = False  # killed anyway; the report says it was idle
+        streaming = await mid_stream(run, service.name)
         start = run.now()
         old_pid = await run.mesh.kill(service.name)
         down_s = await run.mesh.restarted(service.name, old_pid)
-        return Window(self.name, start, run.now(), {"service": service.name, "mid_stream": mid_stream,
+        return Window(self.name, start, run.now(), {"service": service.name, "mid_stream": streaming,
                                                     "old_pid": old_pid, "new_pid": run.mesh.service_pid(service.name),
                                                     "down_s": round(down_s, 3),
                                                     "restarts": run.mesh.restarts(service.name)})

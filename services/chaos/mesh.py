@@ -1,4 +1,4 @@
-"""The mesh under test: its processes, their /stats, the WAN links' control API, kill -9.
+"""The mesh under test: its processes, their /stats, the WAN links' control API, kill -9 and SIGSTOP.
 
 Everything here speaks to the mesh from the outside, as an operator would:
 HTTP to each service's ops port and to each link's control port, signals to
@@ -45,7 +45,7 @@ class ChaosMesh:
         self.processes = {p.name: p for p in start_mesh(self.plan, self.run_dir)}
 
     def stop(self) -> None:
-        stop_processes(list(self.processes.values()))
+        stop_processes(list(self.processes.values()), run_dir=self.run_dir)
 
     @property
     def router_url(self) -> str:
@@ -93,9 +93,14 @@ class ChaosMesh:
         status = keeper_status(self.run_dir, name)
         return status["restarts"] if status else 0
 
+    def hung_kills(self, name: str) -> int:
+        """How often the keeper of `name` killed it for not answering (its liveness check)."""
+        status = keeper_status(self.run_dir, name)
+        return status.get("hung_kills", 0) if status else 0
+
     # -- faults ----------------------------------------------------------
-    async def kill(self, name: str) -> int:
-        """SIGKILL one service (the keeper's child, checked to be running its command); wait for its exit."""
+    def _child(self, name: str) -> int:
+        """The pid of `name`'s service (or link), checked to be the keeper's child running its command."""
         status = keeper_status(self.run_dir, name)
         keeper = self.processes[name]
         if status is None or status["keeper_pid"] != keeper.pid or not _alive(keeper.pid):
@@ -104,6 +109,11 @@ class ChaosMesh:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0").split(b"\0")
         if cmdline != [part.encode() for part in status["cmd"]]:
             raise MeshError(f"{name} (pid {pid}) is not the process its keeper started")
+        return pid
+
+    async def kill(self, name: str) -> int:
+        """SIGKILL one service (the keeper's child, checked to be running its command); wait for its exit."""
+        pid = self._child(name)
         os.kill(pid, signal.SIGKILL)
         deadline = time.monotonic() + EXIT_WAIT_S
         while Path(f"/proc/{pid}").exists() and keeper_status(self.run_dir, name)["child_pid"] == pid:
@@ -112,10 +122,22 @@ class ChaosMesh:
             await asyncio.sleep(0.05)
         return pid
 
+    def hang(self, name: str) -> int:
+        """SIGSTOP one service or link (the keeper's child, checked): it keeps its sockets and answers nothing."""
+        pid = self._child(name)
+        os.kill(pid, signal.SIGSTOP)
+        return pid
+
+    def resume(self, pid: int) -> None:
+        """SIGCONT a process `hang` stopped, if it is still there."""
+        try:
+            os.kill(pid, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+
     async def restarted(self, name: str, old_pid: int) -> float:
         """Wait until the keeper has started `name` again and it answers /health; the time that took."""
-        service = self.plan.service(name)
-        health = f"http://{service.host}:{service.http_port}/health"
+        health = self.processes[name].health_url
         started = time.monotonic()
         deadline = started + RESTART_WAIT_S
         while True:

@@ -50,7 +50,7 @@ class FaultFreeText:
 @dataclass
 class Outcome:
     request_id: str
-    tag: str  # which traffic sent it: steady, overload, slow-reader, hang-up
+    tag: str  # which traffic sent it: steady, overload, slow-reader, hang-up, probe (a hang's)
     kind: str = "lost"
     send_s: float = 0.0  # seconds since the run started
     end_s: float = math.inf
@@ -59,6 +59,7 @@ class Outcome:
     message: str = ""
     pipeline: str | None = None
     reason: str | None = None  # the router's policy reason, in PDD
+    degraded: str | None = None  # the degraded mode that served it (services/router/degraded.py), if any
     tokens: int = 0
     streamed: bool = True
     output_ids: list[int] = field(default_factory=list, repr=False)

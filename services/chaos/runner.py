@@ -156,6 +156,8 @@ async def _run(mesh: ChaosMesh, name: str, mode: str, quick: bool, seed: int, be
     violations = _violations(everything, phases, leaks)
     if scenario.check is not None:
         violations += scenario.check(windows, by_pipeline)
+    if scenario.phase_check is not None:
+        violations += scenario.phase_check(phases, mesh.scenario.sla.ttft_s)
     by_tag = collections.defaultdict(list)
     for outcome in everything:
         by_tag[outcome.tag].append(outcome)
@@ -189,11 +191,13 @@ def _write_outcomes(path: Path, outcomes: list[Outcome]) -> None:
 
 
 def _degradations(outcomes: list[Outcome], windows: list[Window]) -> dict[str, int]:
-    """How requests sent during the faults were served or refused: policy reasons, and 429s."""
+    """How requests sent during the faults were served or refused: a degraded mode, else the policy
+    reason; and 429s."""
     seen = collections.Counter()
     for o in outcomes:
         if any(w.start_s <= o.send_s < w.end_s for w in windows):
-            seen["429" if o.http_status == 429 else (o.reason or o.pipeline or o.kind)] += 1
+            served = f"degraded: {o.degraded}" if o.degraded else (o.reason or o.pipeline or o.kind)
+            seen["429" if o.http_status == 429 else served] += 1
     return dict(seen)
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from services.chaos.faults import KillRestart, WanJitter, WanPartition, Window
+from services.chaos.hangs import Hang, hang_targets, hangs_check
 from services.chaos.pressure import RelayOverload, SlowConsumers
 from services.chaos.rotation import rss_bounded, slots
 from services.types import Role
@@ -35,6 +36,9 @@ class ChaosScenario:
     overrides: tuple[str, ...] = ()
     check: Callable[[list[Window], dict], list[str]] | None = None
     in_ci: bool = True  # the long soak is run by hand (`make soak-faults`), not by `make test-chaos`
+    ci_modes: tuple[str, ...] | None = None  # the modes `make test-chaos` runs (None: every mode of `modes`)
+    # judged on the phases' reports and the mesh's TTFT SLA, seconds
+    phase_check: Callable[[list, float], list[str]] | None = None
 
 
 def _decode_role(mode: str) -> Role:
@@ -90,6 +94,11 @@ SCENARIOS: dict[str, ChaosScenario] = {s.name: s for s in (
         check=_overload_check),
     ChaosScenario("slow-consumer", "clients that read their stream slowly, or hang up in the middle of it",
                   lambda quick, mode, rng: [SlowConsumers(duration_s=10 if quick else 30, every_s=1.0)]),
+    ChaosScenario(
+        "hang", "SIGSTOP of every role's process and of each KV link in turn, held until the keeper kills it",
+        lambda quick, mode, rng: [Hang(target) for target in hang_targets(mode)],
+        # pdd has every role and both kinds of link; pd-cross's hangs (prefill, decode, the WAN link) are run by hand
+        ci_modes=("pdd",), phase_check=hangs_check),
     ChaosScenario("fault-soak", "a different fault every minute, 30 minutes (3 quick), RSS bounded",
                   slots, check=rss_bounded, in_ci=False),
 )}

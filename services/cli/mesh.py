@@ -11,7 +11,7 @@ from pathlib import Path
 from services.cli.errors import fail
 from services.launcher.plan import build_plan
 from services.launcher.processes import (
-    STATE_FILE, LaunchError, _alive, _healthy, keeper_status, read_state, start_mesh, stop_processes,
+    STATE_FILE, LaunchError, _alive, _healthy, keeper_status, read_state, start_mesh, stop_processes, unsupervised,
 )
 from services.scenario import ScenarioError, load_scenario
 from services.simulate.realtime import realtime_fit
@@ -55,7 +55,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     if not fit.fits:
         print(f"pdd-emu: warning: {fit.message()}", file=sys.stderr)
     existing = read_state(args.run_dir)
-    if existing and any(_alive(p.pid) for p in existing[1]):
+    if existing and any(_alive(p.pid) or unsupervised(args.run_dir, p) for p in existing[1]):
         fail(f"a mesh is already running from {args.run_dir}; stop it with `pdd-emu down --run-dir {args.run_dir}`")
     plan = build_plan(scenario, router_port=args.port)
     try:
@@ -84,7 +84,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         if dead:  # a keeper gave up (too many failures in a row) or was stopped from outside
             print(f"pdd-emu: {', '.join(dead)} exited for good; stopping the mesh")
             break
-    stop_processes(started)
+    stop_processes(started, run_dir=args.run_dir)
     (args.run_dir / STATE_FILE).unlink(missing_ok=True)
     return 0
 
@@ -95,7 +95,7 @@ def cmd_down(args: argparse.Namespace) -> int:
         print(f"no mesh recorded in {args.run_dir}")
         return 0
     _, started = state
-    stop_processes(started)
+    stop_processes(started, run_dir=args.run_dir)
     (args.run_dir / STATE_FILE).unlink(missing_ok=True)
     print(f"stopped {len(started)} processes of scenario {state[0]['scenario']}")
     return 0
@@ -109,14 +109,26 @@ def cmd_status(args: argparse.Namespace) -> int:
     info, started = state
     print(f"scenario: {info['scenario']}  router: {info['router']}")
     healthy = True
-    print(f"  {'process':<28} {'pid':<8} {'state':<9} {'restarts':>8}  last exit code")
+    print(f"  {'process':<28} {'pid':<8} {'state':<12} {'restarts':>8}  last exit code")
     for proc in started:
         status = keeper_status(args.run_dir, proc.name) or {}
         alive = _alive(proc.pid)
         ok = alive and _healthy(proc.health_url)
         healthy &= ok
-        state = "healthy" if ok else status.get("state", "running") if alive else "exited"
+        state = "healthy" if ok else _unhealthy(status) if alive else _without_keeper(args.run_dir, proc)
         last = status.get("last_exit_code")
-        print(f"  {proc.name:<28} {status.get('child_pid') or proc.pid:<8} {state:<9} {status.get('restarts', 0):>8}  "
+        print(f"  {proc.name:<28} {status.get('child_pid') or proc.pid:<8} {state:<12} {status.get('restarts', 0):>8}  "
               f"{'-' if last is None else last}")
     return 0 if healthy else 1
+
+
+def _unhealthy(status: dict) -> str:
+    """A kept service that does not answer /health: its keeper's state, or "no-answer" while it runs
+    (starting, or hung until its keeper's liveness check kills it: docs/hangs.md)."""
+    state = status.get("state", "running")
+    return "no-answer" if state == "running" else state
+
+
+def _without_keeper(run_dir: Path, proc) -> str:
+    """A dead keeper's service: still running with nobody to restart it ("unsupervised"), or gone ("exited")."""
+    return "unsupervised" if unsupervised(run_dir, proc) is not None else "exited"

@@ -4,7 +4,7 @@ Each process is started in its own session with its output in
 RUN_DIR/logs/NAME.log, under a keeper (services/launcher/keeper.py) that
 restarts it when it fails; RUN_DIR/status/NAME.json says what runs now.
 `state.json` records what was started so `down` stops exactly those processes
-(it checks each pid's command line before signalling).
+(it checks each pid's command line before signalling), a service whose keeper died included.
 """
 
 from __future__ import annotations
@@ -65,10 +65,12 @@ def service_command(plan_path: Path, service: ServicePlan) -> list[str]:
     return [sys.executable, "-m", "services.cli", "serve", "--plan", str(plan_path), "--service", service.name]
 
 
-def kept(name: str, cmd: list[str], run_dir: Path) -> list[str]:
-    """`cmd` under a keeper that restarts it on failure and keeps RUN_DIR/status/NAME.json."""
+def kept(name: str, cmd: list[str], run_dir: Path, health_url: str) -> list[str]:
+    """`cmd` under a keeper that restarts it when it fails or stops answering `health_url` (hung), and
+    keeps RUN_DIR/status/NAME.json."""
     status = (run_dir / STATUS_DIR / f"{name}.json").resolve()
-    return [sys.executable, "-m", "services.launcher.keeper", "--status", str(status), "--", *cmd]
+    return [sys.executable, "-m", "services.launcher.keeper", "--status", str(status), "--health", health_url,
+            "--", *cmd]
 
 
 def _spawn(name: str, cmd: list[str], run_dir: Path) -> int:
@@ -136,18 +138,18 @@ def start_mesh(plan: MeshPlan, run_dir: Path, timeout_s: float = 60.0) -> list[S
     started: list[Started] = []
     try:
         for link in plan.links:
-            cmd = kept(link.name, link_command(link, scale, seed, run_dir), run_dir)
-            started.append(Started(link.name, _spawn(link.name, cmd, run_dir),
-                                   f"http://{link.host}:{link.control_port}/health", tuple(cmd)))
+            health = f"http://{link.host}:{link.control_port}/health"
+            cmd = kept(link.name, link_command(link, scale, seed, run_dir), run_dir, health)
+            started.append(Started(link.name, _spawn(link.name, cmd, run_dir), health, tuple(cmd)))
         for role in START_ORDER:
             for service in plan.with_role(role):
-                cmd = kept(service.name, service_command(plan_path, service), run_dir)
-                started.append(Started(service.name, _spawn(service.name, cmd, run_dir),
-                                       f"http://{service.host}:{service.http_port}/health", tuple(cmd)))
+                health = f"http://{service.host}:{service.http_port}/health"
+                cmd = kept(service.name, service_command(plan_path, service), run_dir, health)
+                started.append(Started(service.name, _spawn(service.name, cmd, run_dir), health, tuple(cmd)))
         _write_state(run_dir, plan, started)
         wait_healthy(started, run_dir, timeout_s)
     except BaseException:
-        stop_processes(started)
+        stop_processes(started, run_dir=run_dir)
         raise
     return started
 
@@ -179,14 +181,44 @@ def _ours(proc: Started) -> bool:
     return cmdline.rstrip(b"\0").split(b"\0") == [part.encode() for part in proc.cmd]
 
 
-def stop_processes(started: list[Started], grace_s: float = 10.0) -> None:
-    """SIGTERM in reverse start order, then SIGKILL whatever outlives the grace period."""
-    targets = [p for p in reversed(started) if _alive(p.pid) and _ours(p)]
-    for proc in targets:
-        os.killpg(proc.pid, signal.SIGTERM)
+def unsupervised(run_dir: Path, proc: Started) -> int | None:
+    """The pid of `proc`'s service still running after its keeper died, or None.
+
+    The service is the keeper's child in the keeper's process group (the group outlives the keeper);
+    it is ours only if its command line is the one the keeper's status file names.
+    """
+    if _alive(proc.pid) and _ours(proc):
+        return None  # supervised
+    status = keeper_status(run_dir, proc.name) or {}
+    pid, cmd = status.get("child_pid"), status.get("cmd")
+    if not pid or not cmd or status.get("keeper_pid") != proc.pid:
+        return None
+    try:
+        if os.getpgid(pid) != proc.pid:
+            return None
+    except ProcessLookupError:
+        return None
+    return pid if _ours(Started(proc.name, pid, proc.health_url, tuple(cmd))) else None
+
+
+def stop_processes(started: list[Started], grace_s: float = 10.0, run_dir: Path | None = None) -> None:
+    """SIGTERM in reverse start order, then SIGKILL whatever outlives the grace period.
+
+    Each keeper's process group is signalled, so a stopped (SIGSTOP) service is continued to see its
+    SIGTERM; with `run_dir`, a service whose keeper died (`unsupervised`) is stopped the same way.
+    """
+    targets = []  # (process group, the pid whose exit ends it)
+    for proc in reversed(started):
+        if _alive(proc.pid) and _ours(proc):
+            targets.append((proc.pid, proc.pid))
+        elif run_dir is not None and (orphan := unsupervised(run_dir, proc)) is not None:
+            targets.append((proc.pid, orphan))
+    for group, _ in targets:
+        os.killpg(group, signal.SIGTERM)
+        os.killpg(group, signal.SIGCONT)
     deadline = time.monotonic() + grace_s
-    while any(_alive(p.pid) for p in targets) and time.monotonic() < deadline:
+    while any(_alive(pid) for _, pid in targets) and time.monotonic() < deadline:
         time.sleep(0.05)
-    for proc in targets:
-        if _alive(proc.pid):
-            os.killpg(proc.pid, signal.SIGKILL)
+    for group, pid in targets:
+        if _alive(pid):
+            os.killpg(group, signal.SIGKILL)

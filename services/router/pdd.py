@@ -38,7 +38,7 @@ from services.types import Degraded, Mode, Pipeline, Role, RoleError
 async def _lookup_relay(peers: Peers, job: Job):
     relays = peers.services(Role.RELAY_DECODE)
     try:
-        replies = await asyncio.gather(*(peers.cache_lookup(r.name, job, timeout_s=2.0) for r in relays))
+        replies = await asyncio.gather(*(peers.cache_lookup(r.name, job) for r in relays))
     except RoleError:
         return None, 0, None  # an unreachable relay: the policy routes P-MD
     for r in relays:

@@ -11,22 +11,24 @@ status (services/rpc/errors.py), so no pipeline sees gRPC.
 from __future__ import annotations
 
 import asyncio
+import functools
 from typing import TYPE_CHECKING, Any, Mapping
 
 from services.profiles import load_model
+from services.router.deadlines import CallDeadlines
 from services.router.decode_stream import DecodeStream
 from services.router.feed import TokenFeed, grpc_feed, tcp_feed
+from services.router.hung import HangGuard
 from services.router.prompts import Resends, lookup_request, not_held, resent_whole, with_prompt
 from services.router.resend import ResendingDecodeStub
-from services.rpc import channel, pb, pb_grpc
+from services.rpc import channel, metadata, pb, pb_grpc
 from services.rpc.errors import unary
 from services.scenario.plan import MeshPlan, ServicePlan
-from services.types import Role, RoleError
+from services.types import ErrorKind, Role, RoleError
 
 if TYPE_CHECKING:
     from services.router.pipelines import Job
 
-CALL_TIMEOUT_S = 5.0  # a relay's cap, a transfer's cancellation: small calls that answer at once
 
 
 class Peers:
@@ -71,33 +73,75 @@ class Peers:
         return stream
 
     async def close(self) -> None:
+        await self.hangs.close()
         await asyncio.gather(*self._cancels, return_exceptions=True)
         await asyncio.gather(*(feed.close() for feed in self.feeds.values()))
         await asyncio.gather(*(c.close() for c in self._channels.values()))
 
-    async def cache_lookup(self, service: str, job: Job, timeout_s: float) -> pb.CacheLookupReply:
+    @functools.cached_property
+    def deadlines(self) -> CallDeadlines:
+        return CallDeadlines(self.plan)
+
+    @functools.cached_property
+    def hangs(self) -> HangGuard:
+        return HangGuard(self.answers, self.deadlines.host_allowance_s)
+
+    async def cache_lookup(self, service: str, job: Job) -> pb.CacheLookupReply:
+        """`service`'s CacheLookup, under its own deadline (services/router/deadlines.py): a miss is the
+        pool not answering (DEADLINE), which placement passes over as it passes over a dead one; a pool
+        found hung (services/router/hung.py) is refused at once, as UNAVAILABLE."""
         stubs = self.prefill if self.plan.service(service).role is Role.PREFILL else self.decode
-        return await unary(stubs[service].CacheLookup, lookup_request(job), job.request_id, timeout_s)
+        self.hangs.refuse_if_hung(service, "CacheLookup")
+        try:
+            return await unary(stubs[service].CacheLookup, lookup_request(job), job.request_id,
+                               self.deadlines.small_s(service))
+        except RoleError as exc:
+            if exc.kind is ErrorKind.DEADLINE:
+                self.hangs.missed(service)  # its Health is asked; silent, it is passed over from then on
+            raise
 
     async def submit_prefill(self, pool: str, request: pb.PrefillRequest, job: Job) -> pb.PrefillReply:
-        """`pool`'s Prefill; made once more with the ids if the pool no longer holds the prompt it named."""
-        call, timeout = self.prefill[pool].Prefill, self.plan.scenario.request_timeout_s
+        """`pool`'s Prefill; made once more with the ids if the pool no longer holds the prompt it named.
+
+        A pool that lets the call's deadline pass and then does not answer its Health either is hung:
+        the call fails as UNAVAILABLE, the crashed pool's status, so the request takes the same path
+        (services/router/hung.py).
+        """
+        receivers = tuple(r for r in (request.kv_target, request.kv_target_secondary) if r)
+        with self.deadlines.prefilling(pool, len(job.prompt)):
+            try:
+                return await self._prefill_or_hung(pool, request, job, receivers)
+            except RoleError as exc:
+                if not not_held(exc):
+                    raise
+            self.resends.count(pool)
+            return await self._prefill_or_hung(pool, resent_whole(request, job), job, receivers)
+
+    async def _prefill_or_hung(self, pool: str, request: pb.PrefillRequest, job: Job,
+                               receivers: tuple[str, ...]) -> pb.PrefillReply:
+        self.hangs.refuse_if_hung(pool, "Prefill")
+        call = self.prefill[pool].Prefill(request, timeout=self.plan.scenario.request_timeout_s,
+                                          metadata=metadata(job.request_id))
+        return await self.hangs.reply(pool, "Prefill", call,
+                                      lambda: self.deadlines.prefill_s(pool, len(job.prompt), receivers))
+
+    async def answers(self, service: str) -> bool:
+        """Whether `service` answers its Health within the host's allowance: alive, if busy."""
+        stub = self.prefill.get(service) or self.decode[service]
         try:
-            return await unary(call, request, job.request_id, timeout)
-        except RoleError as exc:
-            if not not_held(exc):
-                raise
-        self.resends.count(pool)
-        return await unary(call, resent_whole(request, job), job.request_id, timeout)
+            await unary(stub.Health, pb.Empty(), "liveness", self.deadlines.host_allowance_s)
+        except RoleError:
+            return False
+        return True
 
     async def cancel_transfer(self, pool: str, request_id: str, reason: str) -> bool:
         reply = await unary(self.prefill[pool].CancelTransfer, pb.CancelRequest(request_id=request_id, reason=reason),
-                             request_id, CALL_TIMEOUT_S)
+                             request_id, self.deadlines.small_s(pool))
         return reply.cancelled
 
     async def set_limit(self, service: str, request_id: str, limit: int | None) -> None:
         request = pb.LimitRequest(request_id=request_id, limit=-1 if limit is None else limit)
-        await unary(self.decode[service].SetLimit, request, request_id, CALL_TIMEOUT_S)
+        await unary(self.decode[service].SetLimit, request, request_id, self.deadlines.small_s(service))
 
     def abandon_transfer(self, pool: str, job: Job) -> None:
         """The request ended before its KV landed: stop the bytes nobody will read.
@@ -122,3 +166,4 @@ class Peers:
         pools = self.services(Role.PREFILL)
         self._next_prefill = (self._next_prefill + 1) % len(pools)
         return pools[self._next_prefill]
+

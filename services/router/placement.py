@@ -2,7 +2,8 @@
 
 Each pool of the role answers a CacheLookup (its hit and load); the lookup leaves the prompt at each
 pool that answered, so the call that follows names it instead of sending it again
-(services/router/prompts.py). A pool that does not answer is passed over.
+(services/router/prompts.py). A pool that does not answer, or not within its lookup's deadline (services/router/deadlines.py), is
+passed over.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ async def best_decode(peers: Peers, job: Job, roles: tuple[Role, ...]) -> tuple[
     A pool that does not answer is skipped; when none answers, the request fails with its status.
     """
     candidates = peers.services(*roles)
-    answered, replies = await _lookups(peers, job, candidates, timeout_s=5.0)
+    answered, replies = await _lookups(peers, job, candidates)
     if not answered:
         raise api_error(replies[0], f"cache lookup at {candidates[0].name}")
     for service, _ in answered:
@@ -45,7 +46,7 @@ async def best_prefill(peers: Peers, job: Job, default: ServicePlan) -> ServiceP
     pools = peers.services(Role.PREFILL)
     if len(pools) < 2:
         return default
-    answered, _ = await _lookups(peers, job, pools, timeout_s=2.0)
+    answered, _ = await _lookups(peers, job, pools)
     if not answered:
         return default
     for service, _ in answered:
@@ -53,9 +54,9 @@ async def best_prefill(peers: Peers, job: Job, default: ServicePlan) -> ServiceP
     return max(answered, key=lambda cr: (cr[1].hit_tokens, -cr[1].load))[0]
 
 
-async def _lookups(peers: Peers, job: Job, services: list[ServicePlan], timeout_s: float):
+async def _lookups(peers: Peers, job: Job, services: list[ServicePlan]):
     """Every service's CacheLookup reply, concurrently: (service, reply) of those that answered, and all replies."""
-    replies = await asyncio.gather(*(peers.cache_lookup(s.name, job, timeout_s) for s in services),
+    replies = await asyncio.gather(*(peers.cache_lookup(s.name, job) for s in services),
                                    return_exceptions=True)
     for reply in replies:
         if isinstance(reply, BaseException) and not isinstance(reply, RoleError):

@@ -15,11 +15,13 @@ from pathlib import Path
 import pytest
 
 from services.chaos import run_scenario
+from services.chaos.hangs import hang_targets
 from services.chaos.scenarios import SCENARIOS
 
 pytestmark = pytest.mark.chaos
 
-CASES = [(name, mode) for name, s in SCENARIOS.items() for mode in ("pdd", "pd-cross") if mode in s.modes and s.in_ci]
+CASES = [(name, mode) for name, s in SCENARIOS.items() for mode in ("pdd", "pd-cross")
+         if mode in (s.ci_modes or s.modes) and s.in_ci]
 
 
 def _keep(report_json: str, name: str, mode: str) -> None:
@@ -41,8 +43,15 @@ async def test_invariants_hold_under_the_fault(name, mode, tmp_path):
     assert report.counts["lost"] == 0 and report.counts["corrupted"] == 0
     assert report.recovery_s is not None and not report.leaks
     for phase in report.phases:
-        if phase.name.startswith("kill-"):
+        if phase.name.startswith(("kill-", "hang-")):
             assert phase.notes["mid_stream"], f"{phase.name} struck an idle process"
+    if name == "hang":
+        assert [p.name for p in report.phases] == [f"hang-{t}" for t in hang_targets(mode)]
+        assert all(p.notes["hung_kills"] >= 1 and p.notes["new_pid"] != p.notes["old_pid"] for p in report.phases)
+        if mode == "pdd":  # a path for every hang: each probe is served, and the hung roles' requests degraded
+            assert all(kind == "completed" for p in report.phases for _, kind, _ in p.notes["probes"])
+            served = set(report.during_faults)
+            assert {"degraded: prefill-unreachable", "degraded: main-decode-down"} <= served, served
     if name == "rld-overload":
         assert report.during_faults.get("relay saturated", 0) + report.during_faults.get("429", 0) > 0
     if name == "wan-partition":

@@ -123,7 +123,7 @@ def test_relay_scenarios_refuse_pd_cross_with_the_reason():
     for name in ("kill-rld", "rld-overload"):
         assert "pdd only" in not_applicable(name, "pd-cross") and "no relay-decode tier" in not_applicable(name, "pd-cross")
     assert set(SCENARIOS) == {"wan-jitter", "wan-partition", "kill-md", "kill-rld", "kill-prefill", "rld-overload",
-                              "slow-consumer", "fault-soak"}
+                              "slow-consumer", "hang", "fault-soak"}
     assert [name for name, s in SCENARIOS.items() if not s.in_ci] == ["fault-soak"]  # run by hand only
 
 

@@ -74,7 +74,7 @@ class _Peers:
     def pick_prefill(self):
         return self.services(Role.PREFILL)[0]
 
-    async def cache_lookup(self, service, job, timeout_s):
+    async def cache_lookup(self, service, job):
         return pb.CacheLookupReply(hit_tokens=0, load=0.0, instance=f"{service}-0")
 
     def generate(self, service, request, job):
