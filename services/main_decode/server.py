@@ -120,7 +120,11 @@ class DecodeService(pb_grpc.DecodeServicer):
         return pb.StatsReply(json=self.process.stats_json(self.stats()))
 
     async def Drain(self, request, context):
-        self.process.draining = True
+        self.process.drain()
+        return pb.Empty()
+
+    async def Resume(self, request, context):
+        self.process.resume()
         return pb.Empty()
 
     def stats(self) -> dict:
