@@ -60,7 +60,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
         run_loop(serve_links(plan, args.service, args.health_port))
         return 0
-    from services.rpc.auth import MissingToken, required_token
+    from services.credentials import MissingToken
+    from services.rpc.auth import required_token
 
     try:
         required_token()  # every gRPC call in and out carries it (services/rpc/auth.py)

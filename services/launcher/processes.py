@@ -20,7 +20,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from services.rpc.auth import TOKEN_FILE_ENV, new_token, write_token
+from services.credentials import MESH_TOKEN_FILE_ENV, new_token, write_token
 from services.scenario.link_config import real_link_config
 from services.scenario.plan import LinkPlan, MeshPlan, ServicePlan
 from services.types import Role
@@ -88,7 +88,7 @@ def _spawn(name: str, cmd: list[str], run_dir: Path) -> int:
     (run_dir / STATUS_DIR).mkdir(parents=True, exist_ok=True)
     (run_dir / STATUS_DIR / f"{name}.json").unlink(missing_ok=True)
     with open(logs / f"{name}.log", "ab") as log:
-        env = {**os.environ, TOKEN_FILE_ENV: str((run_dir / TOKEN_FILE).resolve())}
+        env = {**os.environ, MESH_TOKEN_FILE_ENV: str((run_dir / TOKEN_FILE).resolve())}
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True, cwd=os.getcwd(), env=env)
     return proc.pid

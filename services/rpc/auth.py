@@ -1,6 +1,6 @@
 """The deployment token every gRPC call between services carries (docs/mesh.md §Control-plane security).
 
-One random token per deployment, made by whoever starts it (`pdd-emu up`, or compose's `secrets`
+One random token per deployment, made by whoever starts it (`pdd-emu up`, or compose's `tokens`
 service at first start), reaches each process through its environment or a file only its owner
 reads: never a command line, never a log line. Clients send it as the `authorization` metadata of
 every call (a client interceptor on the one channel per peer); servers refuse a call without it, or
@@ -12,50 +12,20 @@ from __future__ import annotations
 
 import hmac
 import os
-import secrets
-from pathlib import Path
 
 import grpc
 from prometheus_client import CollectorRegistry, Counter
 
-TOKEN_ENV = "PDD_EMU_MESH_TOKEN"
-TOKEN_FILE_ENV = "PDD_EMU_MESH_TOKEN_FILE"  # a file holding the token (compose: the secrets volume)
+from services.credentials import MESH_TOKEN_ENV, MESH_TOKEN_FILE_ENV, MissingToken, token_from
+
+TOKEN_ENV, TOKEN_FILE_ENV = MESH_TOKEN_ENV, MESH_TOKEN_FILE_ENV
 METADATA_KEY = "authorization"
 SCHEME = "Bearer "
-TOKEN_BYTES = 24  # 192 random bits, as the link token `make up` used to write
-
-
-class MissingToken(RuntimeError):
-    pass
-
-
-def new_token() -> str:
-    return secrets.token_hex(TOKEN_BYTES)
-
-
-def write_token(path: Path, token: str) -> None:
-    """Write `token` to `path`, readable and writable by its owner only (created so, never widened)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as out:
-        out.write(token)
 
 
 def deployment_token(environ: os._Environ | dict[str, str] = os.environ) -> str | None:
-    """The token from $PDD_EMU_MESH_TOKEN_FILE (first) or $PDD_EMU_MESH_TOKEN; None when neither is set.
-
-    MissingToken when the file is named but unreadable or empty: a process told where its token is
-    must not start without it."""
-    path = environ.get(TOKEN_FILE_ENV)
-    if path:
-        try:
-            token = Path(path).read_text().strip()
-        except OSError as exc:
-            raise MissingToken(f"${TOKEN_FILE_ENV} names {path}, which cannot be read: {exc.strerror}") from None
-        if not token:
-            raise MissingToken(f"${TOKEN_FILE_ENV} names {path}, which is empty")
-        return token
-    return environ.get(TOKEN_ENV) or None
+    """The deployment token from $PDD_EMU_MESH_TOKEN_FILE or $PDD_EMU_MESH_TOKEN (token_from)."""
+    return token_from(environ, TOKEN_ENV, TOKEN_FILE_ENV)
 
 
 def required_token(environ: os._Environ | dict[str, str] = os.environ) -> str:

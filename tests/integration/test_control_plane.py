@@ -78,7 +78,7 @@ async def _attack(services: dict[str, dict]) -> list[grpc.StatusCode]:
     calls = []
     channels = []
     for name, service in services.items():
-        ch = channel(f"{service['host']}:{service['grpc_port']}", token=None)
+        ch = grpc.aio.insecure_channel(f"{service['host']}:{service['grpc_port']}")  # an attacker's: no token
         channels.append(ch)
         if name == "prefill":
             stub = pb_grpc.PrefillStub(ch)

@@ -187,7 +187,8 @@ async def test_over_real_grpc_a_lost_prompt_is_refused_and_the_resent_ids_are_se
     from services.instances import RoleProcess
     from services.main_decode.server import DecodeService
     from services.rpc import channel, pb_grpc, server as grpc_server
-    from services.rpc.auth import TokenCheck, new_token
+    from services.credentials import new_token
+    from services.rpc.auth import TokenCheck
 
     plan = build_plan(load_scenario("colocated-mini"))
     process = RoleProcess(plan, plan.with_role(Role.COLOCATED)[0])

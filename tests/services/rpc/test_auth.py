@@ -10,9 +10,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from services.rpc import channel, pb, pb_grpc, server
-from services.rpc.auth import (
-    TOKEN_ENV, TOKEN_FILE_ENV, MissingToken, TokenCheck, deployment_token, new_token, required_token, write_token,
-)
+from services.credentials import MissingToken, new_token, write_token
+from services.rpc.auth import TOKEN_ENV, TOKEN_FILE_ENV, TokenCheck, deployment_token, required_token
 
 TOKEN = new_token()
 
