@@ -8,6 +8,7 @@ until a restart, while `status` said healthy.
 from __future__ import annotations
 
 import asyncio
+import stat
 import statistics
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import grpc
 import openai
@@ -144,6 +146,18 @@ def test_unauthenticated_control_calls_are_refused_counted_and_cost_other_client
         assert _refused_count(service) == 2 * ATTACK_CALLS, name
         assert_at_most(_rss(run_dir, name) - rss_before[name], RSS_BOUND_BYTES, f"{name}'s RSS growth")
     assert _status(run_dir)[0] == 0
+
+
+def test_the_token_is_in_an_owner_only_file_and_on_no_command_line_or_log(mesh):
+    url, run_dir, services = mesh
+    path = run_dir / TOKEN_FILE
+    token = path.read_text()
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600 and len(token) == 48
+    for name in [*services, "router"]:
+        pid = keeper_status(run_dir, name)["child_pid"]
+        assert token.encode() not in Path(f"/proc/{pid}/cmdline").read_bytes(), name
+    for log in (run_dir / "logs").glob("*.log"):
+        assert token not in log.read_text(errors="replace"), log.name
 
 
 def test_drain_is_shown_by_health_and_status_and_resume_undoes_it(mesh):
