@@ -86,3 +86,15 @@ def test_the_token_file_wins_is_owner_only_and_must_not_be_empty(tmp_path):
         deployment_token({TOKEN_FILE_ENV: str(tmp_path / "absent")})
     with pytest.raises(MissingToken, match=TOKEN_ENV):
         required_token({})
+
+
+async def test_calls_to_made_up_methods_share_one_label(guarded):
+    address, servicer, registry = guarded
+    async with grpc.aio.insecure_channel(address) as ch:
+        for i in range(20):
+            call = ch.unary_unary(f"/pdd.v1.Decode/MadeUp{i}")
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await call(b"", timeout=5)
+            assert refused.value.code() == grpc.StatusCode.UNIMPLEMENTED
+    assert registry.get_sample_value("pdd_rpc_unauthenticated_total", {"method": "unknown"}) == 20
+    assert len([s for m in registry.collect() for s in m.samples if s.name == "pdd_rpc_unauthenticated_total"]) == 1
