@@ -49,21 +49,17 @@ EXPERIMENTS ?= paper bathtub handoff wan
 experiments: $(STAMP) ## reproduce the PDD report's measurements into out/experiments (QUICK=1: short runs; docs/results.md)
 	for name in $(EXPERIMENTS); do $(BIN)/pdd-emu experiment $$name $(if $(QUICK),--quick,) --out out/experiments || exit 1; done
 
+# The stack makes its own tokens at first start (its `tokens` service): `up` needs no prior step.
 COMPOSE := docker compose -f compose/compose.yaml
-# compose reads compose/.env; the links' control token is made there once, random, readable by its owner only.
-COMPOSE_ENV := compose/.env
 
-$(COMPOSE_ENV):
-	umask 077 && printf 'PDD_EMU_LINK_TOKEN=%s\n' "$$(od -An -N24 -tx1 /dev/urandom | tr -d ' \n')" > $@
-
-up: $(COMPOSE_ENV) ## run the mesh as Docker containers (PDD_EMU_SCENARIO, PDD_EMU_SET, PDD_EMU_PORT; docs/compose.md)
+up: ## run the mesh as Docker containers (PDD_EMU_SCENARIO, PDD_EMU_SET, PDD_EMU_PORT; docs/compose.md)
 	PDD_EMU_SCENARIO=$${PDD_EMU_SCENARIO:-$(SCENARIO)} $(COMPOSE) up -d --build --wait
 	@echo "router: http://localhost:$${PDD_EMU_PORT:-8000}"
 
-down: $(COMPOSE_ENV) ## stop the Docker mesh and remove its plan volume
+down: ## stop the Docker mesh and remove its volumes (the plan, and the tokens: the next up makes new ones)
 	$(COMPOSE) --profile load --profile chaos --profile netem down -v --remove-orphans
 
-logs: $(COMPOSE_ENV) ## follow the Docker mesh's logs
+logs: ## follow the Docker mesh's logs
 	$(COMPOSE) logs -f
 
 test-compose: $(STAMP) ## the Docker tests: build, run both DCs, break and recover (needs a Docker engine)

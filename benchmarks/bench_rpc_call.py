@@ -27,7 +27,12 @@ import time
 import psutil
 import uvloop
 
+from prometheus_client import CollectorRegistry
+
 from services.rpc import channel, metadata, pb, pb_grpc, server
+from services.rpc.auth import TokenCheck
+
+BENCH_TOKEN = "bench-token"  # both ends are this benchmark's own processes
 
 ANNOUNCE = pb.TransferAnnounce(request_id="cmpl-" + "0" * 24, frames=12, real_bytes=3_000_000,
                                emulated_bytes=3_000_000_000, num_tokens=24_000, first_token=17)
@@ -50,7 +55,8 @@ class _Decode(pb_grpc.DecodeServicer):
 
 
 async def _serve() -> None:
-    grpc_server = server()
+    # The mesh's servers check the deployment token on every call (services/rpc/auth.py): so does this one.
+    grpc_server = server(TokenCheck(BENCH_TOKEN, CollectorRegistry()))
     pb_grpc.add_DecodeServicer_to_server(_Decode(), grpc_server)
     port = grpc_server.add_insecure_port("127.0.0.1:0")
     await grpc_server.start()
@@ -77,7 +83,7 @@ async def _call(port: int, calls: int, concurrency: int, remote: psutil.Process,
                 shape: str = "announce") -> tuple[float, float, float]:
     """(server us/call, caller us/call, calls/s) of `calls` calls of `shape` (rounded down to a multiple
     of `concurrency`), `concurrency` at a time."""
-    async with channel(f"127.0.0.1:{port}") as control:
+    async with channel(f"127.0.0.1:{port}", BENCH_TOKEN) as control:
         one = _one_call(pb_grpc.DecodeStub(control), shape)
         for _ in range(200):  # warm-up: the connection, the code paths
             await one()

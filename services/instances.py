@@ -30,6 +30,7 @@ from services.http_limits import HttpLimits, start_http
 from services.observability import add_ops_routes
 from services.profiles import load_gpu, load_model
 from services.rpc import pb, server as grpc_server
+from services.rpc.auth import TokenCheck, required_token
 from services.rpc.ids import unpack_ids
 from services.rpc.prompts import HeldPrompts, Prompt, PromptNotHeld
 from services.scenario.sizing import instance_sizing
@@ -114,6 +115,17 @@ class RoleProcess:
         sequences = sum(e.load for e in self.engines) / sum(e.config.running_cap for e in self.engines)
         blocks = sum(e.cache.used_blocks for e in self.engines) / sum(e.cache.capacity_blocks for e in self.engines)
         return max(sequences, blocks)
+
+    def drain(self) -> None:
+        """Refuse new work until resume(); /health answers 503 "draining" meanwhile (docs/mesh.md)."""
+        if not self.draining:
+            log.warning("%s draining: new work is refused until Resume", self.service.name)
+        self.draining = True
+
+    def resume(self) -> None:
+        if self.draining:
+            log.warning("%s resumed: taking new work again", self.service.name)
+        self.draining = False
 
     def instance_name(self, engine: Engine) -> str:
         return engine.name
@@ -207,12 +219,12 @@ class RoleProcess:
                   on_close: Callable[[], Awaitable[None]]) -> None:
         for engine in self.engines:
             await engine.start()
-        server = grpc_server()
+        server = grpc_server(TokenCheck(required_token(), self.registry))
         add_servicer(server)
         server.add_insecure_port(f"{self.service.listen_host}:{self.service.grpc_port}")
         await server.start()
         app = web.Application()
-        add_ops_routes(app, self.registry, lambda: {**self.stats(), **extra_stats()})
+        add_ops_routes(app, self.registry, lambda: {**self.stats(), **extra_stats()}, draining=lambda: self.draining)
         runner, _ = await start_http(app, self.service.listen_host, self.service.http_port,
                                      HttpLimits(max_connections=64))  # /health, /metrics, /stats only
         log.info("%s (%s) serving gRPC on %s, %d instance(s)", self.service.name, self.service.role.value,

@@ -1,9 +1,10 @@
-"""`pdd-emu compose plan | chaos | netem`: the Docker Compose deployment's helpers (docs/compose.md).
+"""`pdd-emu compose plan | chaos | netem | tokens`: the Docker Compose deployment's helpers (docs/compose.md).
 
     pdd-emu compose plan --scenario pdd-mini --set wan.delay_s=20ms --out plan.json
     pdd-emu compose chaos --plan plan.json set delay=50ms rate=5gbit
     pdd-emu compose chaos --plan plan.json partition --duration 5s
     pdd-emu compose netem --plan plan.json          # inside wan-link's network namespace
+    pdd-emu compose tokens /run/pdd-emu/mesh/token  # a random token, made once
 
 The scenario and overrides may come from PDD_EMU_SCENARIO and PDD_EMU_SET (whitespace-
 separated KEY=VALUE); `--set` flags are applied after PDD_EMU_SET, so they win.
@@ -63,6 +64,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     netem.add_argument("--runner", default="wan-link")
     netem.set_defaults(func=cmd_netem)
 
+    tokens = verbs.add_parser("tokens", help="make each token file the stack needs, once (the `tokens` service)")
+    tokens.add_argument("files", nargs="+", type=Path, metavar="FILE",
+                        help="a file to hold a new random token, readable by its owner only; one already there is kept")
+    tokens.set_defaults(func=cmd_tokens)
+
+
+def cmd_tokens(args: argparse.Namespace) -> int:
+    """One line per file, never the token: made at the stack's first start, kept on every later one."""
+    from services.credentials import new_token, write_token
+
+    for path in args.files:
+        print(f"pdd-emu compose tokens: {'made' if write_token(path, new_token(), keep=True) else 'kept'} {path}")
+    return 0
+
 
 def cmd_plan(args: argparse.Namespace) -> int:
     from services.launcher.compose_plan import ComposePlanError, build_compose_plan
@@ -109,15 +124,15 @@ async def _chaos(args: argparse.Namespace, plan: MeshPlan, links: list[LinkPlan]
     import aiohttp
 
     from netem.client import ControlClient, ControlError
-    from services.launcher.link_host import TOKEN_ENV
+    from services.launcher.link_host import link_token
     from services.scenario.link_config import real_fields
 
-    failed = False
+    failed, token = False, link_token()
     async with aiohttp.ClientSession() as http:
         for link in links:
             if args.action == "schedule" and link.purpose != "kv":
                 continue
-            client = ControlClient(http, f"http://{link.host}:{link.control_port}", os.environ.get(TOKEN_ENV))
+            client = ControlClient(http, f"http://{link.host}:{link.control_port}", token)
             try:
                 if args.action == "stats":
                     reply = {"config": await client.config(), "stats": await client.stats()}

@@ -11,7 +11,7 @@ from pathlib import Path
 from services.cli.errors import fail
 from services.launcher.plan import build_plan
 from services.launcher.processes import (
-    STATE_FILE, LaunchError, _alive, _healthy, keeper_status, read_state, start_mesh, stop_processes, unsupervised,
+    STATE_FILE, LaunchError, _alive, health_state, keeper_status, read_state, start_mesh, stop_processes, unsupervised,
 )
 from services.scenario import ScenarioError, load_scenario
 from services.simulate.realtime import realtime_fit
@@ -113,9 +113,9 @@ def cmd_status(args: argparse.Namespace) -> int:
     for proc in started:
         status = keeper_status(args.run_dir, proc.name) or {}
         alive = _alive(proc.pid)
-        ok = alive and _healthy(proc.health_url)
-        healthy &= ok
-        state = "healthy" if ok else _unhealthy(status) if alive else _without_keeper(args.run_dir, proc)
+        answer = health_state(proc.health_url) if alive else None
+        healthy &= answer == "healthy"  # a drained service is up but serves nothing: not a healthy mesh
+        state = answer or (_unhealthy(status) if alive else _without_keeper(args.run_dir, proc))
         last = status.get("last_exit_code")
         print(f"  {proc.name:<28} {status.get('child_pid') or proc.pid:<8} {state:<12} {status.get('restarts', 0):>8}  "
               f"{'-' if last is None else last}")

@@ -60,6 +60,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
         run_loop(serve_links(plan, args.service, args.health_port))
         return 0
+    from services.credentials import MissingToken
+    from services.rpc.auth import required_token
+
+    try:
+        required_token()  # every gRPC call in and out carries it (services/rpc/auth.py)
+    except MissingToken as exc:
+        fail(str(exc))
     module = importlib.import_module(ROLE_MODULES[service.role])
     run_loop(module.serve(plan, service), keeps_time=service.role is not Role.ROUTER)
     return 0

@@ -26,7 +26,8 @@ import numpy as np
 
 from loadgen.hitbins import DEFAULT_HIT_WEIGHTS, bin_bounds
 from services.kv.frames import DEFAULT_FRAME_PAYLOAD_BYTES
-from services.kv.receiver import KvReceiver, TransferFailed, TransferTable
+from services.kv.receiver import KvReceiver
+from services.kv.transfers import TransferFailed, TransferTable
 from services.kv.sender import KvSender
 from services.launcher.plan import free_port
 from services.scenario.plan import LinkPlan

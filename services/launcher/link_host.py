@@ -27,12 +27,19 @@ from netem.client import ControlError, call_once
 from netem.control import ControlServer
 from netem.link import UserspaceLink
 from netem.schedule import load_schedule
+from services.credentials import token_from
 from services.scenario.link_config import real_link_config
 from services.scenario.plan import LinkPlan, MeshPlan
 from services.http_limits import HttpLimits, start_http
 
 log = logging.getLogger(__name__)
 TOKEN_ENV = "PDD_EMU_LINK_TOKEN"  # the same variable `pdd-emu link` reads
+TOKEN_FILE_ENV = "PDD_EMU_LINK_TOKEN_FILE"  # or a file holding it (compose: the link-token volume)
+
+
+def link_token() -> str | None:
+    """The links' control token: from $PDD_EMU_LINK_TOKEN_FILE, else $PDD_EMU_LINK_TOKEN; None for none."""
+    return token_from(os.environ, TOKEN_ENV, TOKEN_FILE_ENV)
 
 
 @dataclass
@@ -114,7 +121,7 @@ def status_app(host: LinkHost) -> web.Application:
 async def serve_links(plan: MeshPlan, runner: str, health_port: int, bind_host: str = "0.0.0.0",
                       token: str | None = None) -> None:
     """Run the runner's links and the status port until SIGTERM or SIGINT."""
-    host = LinkHost(plan, runner, bind_host, token if token is not None else os.environ.get(TOKEN_ENV))
+    host = LinkHost(plan, runner, bind_host, token if token is not None else link_token())
     await host.start()
     web_runner = None
     try:
@@ -175,7 +182,7 @@ def kernel_takeover(plan: MeshPlan, runner: str, report: Callable[[str], None]) 
                f"{len(wan)} WAN link(s) in userspace")
         return _wait_for_stop(stop)
     bases = [f"http://127.0.0.1:{link.control_port}" for link in wan]
-    token = os.environ.get(TOKEN_ENV)
+    token = link_token()
     saved = [_call_or_none(base, "GET", None, token) for base in bases]
     for base in bases:
         _call_or_none(base, "PATCH", UNSHAPED, token)

@@ -20,6 +20,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from services.credentials import MESH_TOKEN_FILE_ENV, new_token, write_token
 from services.scenario.link_config import real_link_config
 from services.scenario.plan import LinkPlan, MeshPlan, ServicePlan
 from services.types import Role
@@ -28,6 +29,7 @@ STATE_FILE = "state.json"
 PLAN_FILE = "plan.json"
 STATUS_DIR = "status"
 LINK_CONFIG_DIR = "links"
+TOKEN_FILE = "mesh-token"
 START_ORDER = (Role.DECODE, Role.MAIN_DECODE, Role.RELAY_DECODE, Role.COLOCATED, Role.PREFILL, Role.ROUTER)
 
 
@@ -73,14 +75,24 @@ def kept(name: str, cmd: list[str], run_dir: Path, health_url: str) -> list[str]
             "--", *cmd]
 
 
+def make_token(run_dir: Path) -> Path:
+    """A new deployment token in RUN_DIR/mesh-token, readable by its owner only (services/rpc/auth.py).
+
+    The processes get the file's path in their environment, never the token on a command line."""
+    path = (run_dir / TOKEN_FILE).resolve()
+    write_token(path, new_token())
+    return path
+
+
 def _spawn(name: str, cmd: list[str], run_dir: Path) -> int:
     logs = run_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     (run_dir / STATUS_DIR).mkdir(parents=True, exist_ok=True)
     (run_dir / STATUS_DIR / f"{name}.json").unlink(missing_ok=True)
     with open(logs / f"{name}.log", "ab") as log:
+        env = {**os.environ, MESH_TOKEN_FILE_ENV: str((run_dir / TOKEN_FILE).resolve())}
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, cwd=os.getcwd())
+                                start_new_session=True, cwd=os.getcwd(), env=env)
     return proc.pid
 
 
@@ -93,11 +105,22 @@ def keeper_status(run_dir: Path, name: str) -> dict | None:
 
 
 def _healthy(url: str) -> bool:
+    return health_state(url) == "healthy"
+
+
+def health_state(url: str) -> str | None:
+    """"healthy" (200), "draining" (503 with that status: a Drain call refuses its new work), or None."""
     try:
         with urllib.request.urlopen(url, timeout=1.0) as reply:
-            return reply.status == 200
+            return "healthy" if reply.status == 200 else None
+    except urllib.error.HTTPError as exc:
+        try:
+            draining = exc.code == 503 and json.loads(exc.read()).get("status") == "draining"
+        except (OSError, ValueError, AttributeError):
+            draining = False
+        return "draining" if draining else None
     except (urllib.error.URLError, OSError):
-        return False
+        return None
 
 
 def _alive(pid: int) -> bool:
@@ -134,6 +157,7 @@ def start_mesh(plan: MeshPlan, run_dir: Path, timeout_s: float = 60.0) -> list[S
     plan_path = (run_dir / PLAN_FILE).resolve()
     plan = plan.model_copy(update={"status_dir": str((run_dir / STATUS_DIR).resolve())})
     plan.save(plan_path)
+    make_token(run_dir)
     scale, seed = plan.scenario.byte_scale, plan.scenario.seed
     started: list[Started] = []
     try:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, AsyncIterator, Callable
 import numpy as np
 
 from services.engine.sequence import EngineFull, Sequence, TokenEvent
-from services.kv.receiver import TransferFailed, TransferTable
+from services.kv.transfers import TransferFailed, TransferTable
 from services.main_decode.handoff import take_over, take_over_by_kv
 from services.main_decode.stream import sequence_events
 from services.relay_decode.relay import RelayLedger

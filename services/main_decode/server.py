@@ -14,7 +14,8 @@ import logging
 from typing import Callable
 
 from services.instances import RoleProcess
-from services.kv.receiver import KvReceiver, ReceiverLimits, TransferTable
+from services.kv.receiver import KvReceiver, ReceiverLimits
+from services.kv.transfers import TransferTable
 from services.kv.shipper import KvRoutes, KvShipper
 from services.main_decode.feed import FeedTable, Route
 from services.main_decode.feed_server import FeedServer
@@ -38,7 +39,7 @@ class DecodeService(pb_grpc.DecodeServicer):
                  kv_routes: KvRoutes | None = None) -> None:
         self.process = process
         scenario = process.plan.scenario
-        self.transfers = TransferTable()
+        self.transfers = TransferTable(unclaimed_s=scenario.transfer_timeout_s)
         self.receiver = KvReceiver(self.transfers, process.service.listen_host, process.service.kv_port,
                                    ReceiverLimits(frame_read_s=scenario.transfer_timeout_s))
         self.relay = RelayLedger()
@@ -120,13 +121,18 @@ class DecodeService(pb_grpc.DecodeServicer):
         return pb.StatsReply(json=self.process.stats_json(self.stats()))
 
     async def Drain(self, request, context):
-        self.process.draining = True
+        self.process.drain()
+        return pb.Empty()
+
+    async def Resume(self, request, context):
+        self.process.resume()
         return pb.Empty()
 
     def stats(self) -> dict:
         t, role = self.transfers, self.role
         return {"transfers_completed": t.completed, "transfers_failed": t.failed, "transfers_pending": t.pending,
                 "kv_bytes_received": t.bytes_received, "orphan_frames": t.orphan_frames,
+                "orphan_transfers_expired": t.orphans_expired,
                 "late_announces": t.late_announces,
                 "bad_frames": self.receiver.bad_frames, **self.receiver.stats(),
                 "relayed": len(self.relay.requests),

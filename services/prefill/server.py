@@ -39,7 +39,11 @@ class PrefillService(pb_grpc.PrefillServicer):
         return pb.StatsReply(json=self.process.stats_json(self.shipper.stats()))
 
     async def Drain(self, request, context):
-        self.process.draining = True
+        self.process.drain()
+        return pb.Empty()
+
+    async def Resume(self, request, context):
+        self.process.resume()
         return pb.Empty()
 
 

@@ -11,6 +11,7 @@ import json
 
 import grpc
 
+from services.rpc.auth import TokenCheck, deployment_token, token_senders
 from services.rpc.messages import PROTO, pb  # noqa: F401 (pb: re-exported, callers import it from here)
 
 pb_grpc = grpc.services(PROTO)
@@ -48,13 +49,19 @@ CLIENT_OPTIONS = [*CHANNEL_OPTIONS, *RECONNECT_OPTIONS, ("grpc.enable_retries", 
                   ("grpc.service_config", SERVICE_CONFIG)]
 
 
-def channel(address: str) -> grpc.aio.Channel:
-    """One long-lived channel per peer, created at start-up and closed at shutdown."""
-    return grpc.aio.insecure_channel(address, options=CLIENT_OPTIONS)
+def channel(address: str, token: str | None = None) -> grpc.aio.Channel:
+    """One long-lived channel per peer, created at start-up and closed at shutdown.
+
+    Every call carries the deployment token (services/rpc/auth.py): `token`, else the process's own
+    from its environment; without either the calls go bare, and an authenticating peer refuses them."""
+    token = token or deployment_token()
+    interceptors = token_senders(token) if token else None
+    return grpc.aio.insecure_channel(address, options=CLIENT_OPTIONS, interceptors=interceptors)
 
 
-def server() -> grpc.aio.Server:
-    return grpc.aio.server(options=CHANNEL_OPTIONS)
+def server(check: TokenCheck) -> grpc.aio.Server:
+    """A server that refuses every call without the deployment token before any servicer sees it."""
+    return grpc.aio.server(options=CHANNEL_OPTIONS, interceptors=[check])
 
 
 def metadata(request_id: str, token_feed: str = "") -> tuple[tuple[str, str], ...]:

@@ -17,7 +17,7 @@ from typing import Callable
 
 from netem.virtual import VirtualConnection, VirtualLink
 from services.kv.frames import DEFAULT_FRAME_PAYLOAD_BYTES, HEADER, Completion, frame_count
-from services.kv.receiver import TransferTable
+from services.kv.transfers import TransferTable
 from services.kv.sender import SendResult
 
 KV_DIRECTION = "up"  # the sender connects to the link's listening side: its bytes travel up

@@ -20,7 +20,7 @@ from netem.schedule import load_schedule
 from netem.virtual import VirtualLink
 from services.engine.prompt_memo import RecentPrompts
 from services.instances import RoleProcess
-from services.kv.receiver import TransferTable
+from services.kv.transfers import TransferTable
 from services.kv.shipper import Sender
 from services.main_decode.server import DecodeService
 from services.prefill.server import PrefillService

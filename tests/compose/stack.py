@@ -18,7 +18,7 @@ from loadgen.sse import SseLineDecoder
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = REPO / "compose" / "compose.yaml"
 PROFILES = ("--profile", "load", "--profile", "chaos", "--profile", "netem")
-LINK_TOKEN = "compose-test-token"
+LINK_TOKEN_FILE = "/run/pdd-emu/link/token"  # made by the stack's `tokens` service; only the links and tools mount it
 UP_TIMEOUT_S = 420  # container creation copies the whole image on the vfs storage driver
 
 
@@ -33,7 +33,8 @@ class Stack:
         self.project, self.port = project, port
         self.client = docker.from_env(timeout=120)
         self.running: tuple[str, str] | None = None
-        self.env = {**os.environ, "PDD_EMU_PORT": str(port), "PDD_EMU_LINK_TOKEN": LINK_TOKEN}
+        # No token: the stack makes its own (compose.yaml's `tokens` service).
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("PDD_EMU_")} | {"PDD_EMU_PORT": str(port)}
 
     def compose(self, *args: str, timeout: float = UP_TIMEOUT_S, check: bool = True) -> str:
         cmd = ["docker", "compose", "-f", str(COMPOSE_FILE), "-p", self.project, *args]
@@ -78,7 +79,7 @@ class Stack:
 
     def get_json(self, service: str, port: int, path: str, token: bool = False) -> dict:
         """GET http://127.0.0.1:PORT/PATH from inside a container (the datacenter networks are internal)."""
-        header = f"{{'Authorization': 'Bearer {LINK_TOKEN}'}}" if token else "{}"
+        header = f"{{'Authorization': 'Bearer ' + open('{LINK_TOKEN_FILE}').read()}}" if token else "{}"
         return json.loads(self.python(service, (
             "import sys, urllib.request; request = urllib.request.Request("
             f"'http://127.0.0.1:{port}{path}', headers={header}); "

@@ -1,4 +1,4 @@
-"""`pdd-emu compose plan | chaos | netem` and `pdd-emu serve` for link runners, without Docker."""
+"""`pdd-emu compose plan | chaos | netem | tokens` and `pdd-emu serve` for link runners, without Docker."""
 
 from __future__ import annotations
 
@@ -40,6 +40,26 @@ def test_plan_refuses_a_single_datacenter_scenario(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["compose", "plan", "--scenario", "colocated-mini", "--out", str(tmp_path / "p.json")])
     assert exit_.value.code == 2 and "run it with `pdd-emu up`" in capsys.readouterr().err
+
+
+def test_serve_refuses_to_start_a_pool_without_the_deployment_token(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PDD_EMU_MESH_TOKEN")}
+    proc = _pdd_emu("serve", "--plan", str(saved(local_plan("pdd-mini"), tmp_path)), "--service", "prefill", env=env)
+    _, err = proc.communicate(timeout=DEADLINE_S)
+    assert proc.returncode == 2 and "no deployment token: set $PDD_EMU_MESH_TOKEN" in err
+
+
+def test_tokens_are_made_once_readable_by_their_owner_only_and_never_printed(tmp_path, capsys):
+    mesh, link = tmp_path / "mesh" / "token", tmp_path / "link" / "token"
+    assert main(["compose", "tokens", str(mesh), str(link)]) == 0
+    first = {path: path.read_text() for path in (mesh, link)}
+    assert first[mesh] != first[link] and all(len(token) == 48 for token in first.values())
+    assert all(os.stat(path).st_mode & 0o777 == 0o600 for path in first)
+    assert main(["compose", "tokens", str(mesh), str(link)]) == 0  # a later start keeps them
+    assert {path: path.read_text() for path in first} == first
+    out = capsys.readouterr().out
+    assert out.count("tokens: made") == 2 and out.count("tokens: kept") == 2
+    assert not any(token in out for token in first.values())
 
 
 def test_serve_names_the_services_and_runners_when_the_name_is_unknown(tmp_path):

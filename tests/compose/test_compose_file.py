@@ -1,45 +1,46 @@
-"""compose.yaml without Docker: no default control token (`make up` makes a random one), restart policies."""
+"""compose.yaml without Docker: no variable to set, tokens made inside the stack and mounted only where used,
+restart policies."""
 
 from __future__ import annotations
 
-import stat
-import subprocess
+import re
 from pathlib import Path
 
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
+COMPOSE = ROOT / "compose" / "compose.yaml"
+LINK_TOKEN_USERS = {"tokens", "wan-link", "rdma-link", "chaos", "wan-netem"}
 
 
-def test_compose_refuses_to_start_without_a_token():
-    compose = yaml.safe_load((ROOT / "compose" / "compose.yaml").read_text())
-    value = compose["x-pdd-emu"]["environment"]["PDD_EMU_LINK_TOKEN"]
-    assert value.startswith("${PDD_EMU_LINK_TOKEN:?"), value  # `:?` fails interpolation when unset
+def _services() -> dict:
+    return yaml.safe_load(COMPOSE.read_text())["services"]
 
 
-def _make_env(workdir: Path) -> str:
-    (workdir / "compose").mkdir(parents=True)
-    subprocess.run(["make", "-s", "-C", str(workdir), "-f", str(ROOT / "Makefile"), "compose/.env"], check=True,
-                   capture_output=True, timeout=30)
-    env = workdir / "compose" / ".env"
-    assert stat.S_IMODE(env.stat().st_mode) == 0o600
-    (line,) = env.read_text().splitlines()
-    key, token = line.split("=", 1)
-    assert key == "PDD_EMU_LINK_TOKEN" and len(token) == 48 and int(token, 16) >= 0
-    return token
+def _mounts(service: dict) -> set[str]:
+    return {volume.split(":", 1)[0] for volume in service.get("volumes", [])}
 
 
-def test_make_up_writes_a_fresh_random_token_once(tmp_path):
-    first, second = _make_env(tmp_path / "a"), _make_env(tmp_path / "b")
-    assert first != second
-    again = subprocess.run(["make", "-s", "-C", str(tmp_path / "a"), "-f", str(ROOT / "Makefile"), "compose/.env"],
-                           capture_output=True, text=True, timeout=30)
-    assert (tmp_path / "a" / "compose" / ".env").read_text().strip().endswith(first)  # kept, not replaced
-    assert again.returncode == 0
+def test_compose_needs_no_variable_set():
+    required = re.findall(r"\$\{(\w+):?\?", COMPOSE.read_text())  # `${X:?msg}` or `${X?msg}` refuse when unset
+    assert required == []
+
+
+def test_the_tokens_are_made_inside_the_stack_and_each_is_mounted_only_where_it_is_used():
+    services = _services()
+    assert services["tokens"]["command"][:3] == ["pdd-emu", "compose", "tokens"]
+    assert services["tokens"]["network_mode"] == "none"
+    assert {name for name, service in services.items() if "link-token" in _mounts(service)} == LINK_TOKEN_USERS
+    for name, service in services.items():
+        command = service.get("command", [])
+        if "serve" in command and "link" not in command[command.index("--service") + 1]:
+            assert "mesh-token" in _mounts(service), name  # every role: its gRPC calls carry the token
+            assert service["depends_on"]["tokens"] == {"condition": "service_completed_successfully"}, name
+        elif name != "tokens":
+            assert "mesh-token" not in _mounts(service), name
 
 
 def test_services_restart_on_failure_and_one_shot_tools_do_not():
-    services = yaml.safe_load((ROOT / "compose" / "compose.yaml").read_text())["services"]
-    one_shots = {"plan", "locust", "chaos", "wan-netem"}
-    for name, service in services.items():
+    one_shots = {"plan", "tokens", "locust", "chaos", "wan-netem"}
+    for name, service in _services().items():
         assert service["restart"] == ("no" if name in one_shots else "on-failure:5"), name

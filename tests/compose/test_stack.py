@@ -108,6 +108,49 @@ def test_the_chaos_service_changes_the_wan_while_the_mesh_runs(stack):
     assert_at_least(slowed.first_token_s - baseline.first_token_s, 0.39, "TTFT growth after delay=400ms")
 
 
+# From the router's container (on dc-a with prefill and the links): prefill's Drain over gRPC and a
+# partition of the WAN, both without a token, as any container of the datacenter could send them.
+ATTACK = """
+import asyncio, json, os, urllib.error, urllib.request
+import grpc
+from services.rpc import pb, pb_grpc
+
+async def drain():
+    async with grpc.aio.insecure_channel("{grpc}") as channel:
+        try:
+            await pb_grpc.PrefillStub(channel).Drain(pb.Empty(), timeout=10)
+            return "OK"
+        except grpc.aio.AioRpcError as exc:
+            return exc.code().name
+
+def partition():
+    request = urllib.request.Request("{control}/partition", data=b'{{"mode": "reject"}}', method="POST",
+                                     headers={{"Content-Type": "application/json"}})
+    try:
+        return urllib.request.urlopen(request, timeout=10).status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+print(json.dumps({{"drain": asyncio.run(drain()), "partition": partition(),
+                  "link_token_here": os.path.exists("/run/pdd-emu/link/token")}}))
+"""
+
+
+def test_control_calls_without_the_tokens_the_stack_made_are_refused(stack):
+    stack.up(*PDD)
+    plan = stack.plan()
+    prefill = next(s for s in plan["services"] if s["name"] == "prefill")
+    link = _kv_link(stack)
+    answer = json.loads(stack.python("router", ATTACK.format(
+        grpc=f"{prefill['host']}:{prefill['grpc_port']}", control=f"http://{link['host']}:{link['control_port']}")))
+    assert answer == {"drain": "UNAUTHENTICATED", "partition": 401, "link_token_here": False}
+    metrics = stack.python("prefill", "import urllib.request; print(urllib.request.urlopen("
+                                      f"'http://127.0.0.1:{prefill['http_port']}/metrics').read().decode())")
+    assert 'pdd_rpc_unauthenticated_total{method="/pdd.v1.Prefill/Drain"} 1.0' in metrics
+    served = stream_completion(stack.port, _prompt(500, 5), 8)  # nothing drained, nothing partitioned
+    assert served.error is None and served.broken is None and served.text == expected_text(_prompt(500, 5), 8)
+
+
 def _kv_link(stack) -> dict:
     return next(l for l in stack.plan()["links"] if l["name"] == "prefill-to-main-decode")
 

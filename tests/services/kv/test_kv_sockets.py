@@ -11,7 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from services.kv.frames import HEADER, MAX_FRAME_BYTES, KvFrame, split_payload
-from services.kv.receiver import KvReceiver, TransferTable
+from services.kv.receiver import KvReceiver
+from services.kv.transfers import TransferTable
 from services.kv.sender import KvSender
 from tests.integration.mesh import get_json, plan_of, running_mesh
 from tests.waiting import WAIT_S, until

@@ -11,7 +11,8 @@ from netem.config import LinkConfig
 from netem.link import UserspaceLink
 from services.kv import sender as sender_module
 from services.kv.frames import ACK, split_payload
-from services.kv.receiver import KvReceiver, TransferTable
+from services.kv.receiver import KvReceiver
+from services.kv.transfers import TransferTable
 from services.kv.sender import KvSender
 from tests.waiting import WAIT_S, until
 

@@ -9,7 +9,7 @@ import pytest
 
 from netem.virtual import VirtualLink
 from services.kv.frames import Completion
-from services.kv.receiver import TransferFailed, TransferTable
+from services.kv.transfers import TransferFailed, TransferTable
 from services.kv.shipper import KvShipper
 from services.kv.stream import KvProgress
 from services.rpc import pb

@@ -8,7 +8,7 @@ import pytest
 
 from services.engine.sequence import TokenEvent
 from services.engine.tokens import output_token, prompt_fingerprint
-from services.kv.receiver import TransferTable
+from services.kv.transfers import TransferTable
 from services.main_decode.role import MainDecodeRole
 from services.relay_decode.relay import RelayLedger, StopWhen
 from services.rpc import pb

@@ -8,7 +8,7 @@ import asyncio
 import grpc
 import pytest
 
-from services.kv.receiver import TransferFailed
+from services.kv.transfers import TransferFailed
 from services.router.policy_stream import PrefillChunks, streamed_wait_s
 from services.rpc import pb
 from services.rpc.ids import pack_ids

@@ -187,17 +187,20 @@ async def test_over_real_grpc_a_lost_prompt_is_refused_and_the_resent_ids_are_se
     from services.instances import RoleProcess
     from services.main_decode.server import DecodeService
     from services.rpc import channel, pb_grpc, server as grpc_server
+    from services.credentials import new_token
+    from services.rpc.auth import TokenCheck
 
     plan = build_plan(load_scenario("colocated-mini"))
     process = RoleProcess(plan, plan.with_role(Role.COLOCATED)[0])
     servicer = DecodeService(process)
-    server = grpc_server()
+    token = new_token()
+    server = grpc_server(TokenCheck(token, process.registry))
     pb_grpc.add_DecodeServicer_to_server(servicer, server)
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
     for engine in process.engines:
         await engine.start()
-    ch = channel(f"127.0.0.1:{port}")
+    ch = channel(f"127.0.0.1:{port}", token)
     try:
         job, resends = Job("r", list(range(100, 164)), 3, 0, 0.0), Resends()
         stub = ResendingDecodeStub(pb_grpc.DecodeStub(ch), job, process.service.name, resends)

@@ -9,7 +9,7 @@ import pytest
 from netem.config import LinkConfig
 from netem.virtual import VirtualLink
 from services.kv.frames import Completion, split_payload
-from services.kv.receiver import TransferTable
+from services.kv.transfers import TransferTable
 from services.simulate.clock import run_virtual
 from services.simulate.kvlink import VirtualKvSender, frame_sizes, frame_wire_bytes
 from tests.tolerance import assert_close

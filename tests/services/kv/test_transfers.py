@@ -9,7 +9,7 @@ import time
 import pytest
 
 from services.kv.frames import Completion
-from services.kv.receiver import TransferFailed, TransferTable
+from services.kv.transfers import UNCLAIMED_KEPT, TransferFailed, TransferTable
 from services.simulate.clock import run_virtual
 from tests.tolerance import assert_close
 
@@ -137,5 +137,29 @@ def test_a_transfer_whose_figures_never_came_is_not_whole_and_a_short_one_fails(
                                                    real_bytes=256))
         with pytest.raises(TransferFailed, match="received 100 bytes of its 256"):
             await table.wait("r2", timeout_s=1.0)
+
+    run_virtual(main())
+
+
+def test_frames_for_unknown_requests_expire_as_orphans_and_are_bounded_meanwhile():
+    """The attack: 100,000 frames for made-up ids once left transfers_pending at 100,000 and 75 MB for good."""
+    async def main() -> None:
+        table = TransferTable(unclaimed_s=30.0)
+        for i in range(100_000):
+            table.on_frame(f"made-up-{i}", 0, 2, 100)
+        assert table.pending == UNCLAIMED_KEPT and table.orphan_frames == 100_000 - UNCLAIMED_KEPT
+        table.on_frame(f"made-up-{99_999 - UNCLAIMED_KEPT}", 1, 2, 100)  # a later frame of a dropped one: an orphan
+        claimed = table.entry("real")  # a decode request waits for this one: never expired
+        table.on_frame("early", 0, 1, 100, Completion(first_token=3, prefill_done_unix=time.time(),
+                                                        num_tokens=8, emulated_bytes=100_000, real_bytes=100))
+        await asyncio.sleep(29.0)
+        table.entry("early")  # its request came within unclaimed_s: it stays, whole
+        await asyncio.sleep(2.0)
+        assert table.pending == 1 and not claimed.done.done()  # only "real", still awaited
+        assert table.orphan_frames == 100_001 and table.orphans_expired == 100_000
+        table.discard("real")
+        table.discard("early")
+        assert table.pending == 0
+        table.close()
 
     run_virtual(main())
