@@ -7,7 +7,7 @@ so its cost per token at T tokens a stream is
 
     c(T) = a + b / T        a: us per token, b: us per request
 
-Two stream lengths T1 < T2 solve it (docs/mesh.md §Cost of a request):
+Two stream lengths T1 < T2 solve it (docs/mesh-measured.md §Cost of a request):
 
     b = (c(T1) - c(T2)) / (1/T1 - 1/T2)        a = c(T2) - b / T2
 

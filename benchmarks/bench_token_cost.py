@@ -7,7 +7,7 @@ go to the floor and then to the mesh, back to back, three times; the CPU time
 divided by the tokens the client received, is the cost per streamed token. Each
 process keeps its lowest figure (other work on a shared machine only inflates
 CPU time), and the ratio printed is the median of the three (mesh / floor)
-pairs, whose halves ran under the same machine load (docs/mesh.md §Cost of a
+pairs, whose halves ran under the same machine load (docs/mesh-measured.md §Cost of a
 streamed token). Then, per preset, rising concurrency of shorter streams: the
 highest output-token rate at which every service's event-loop lag p99 stays at
 or under 5 ms. Last, the client's own cost per chunk: the bench client's SSE

@@ -25,7 +25,7 @@ DRAINING_KEY = web.AppKey("draining", Callable)
 
 
 # Every tick wakes an idle process, about 0.1 ms of CPU on a 2-core machine: 12-13 ms/s per service at
-# 10 ms, 7-8 at 20 ms, 4-5 at 50 ms (docs/mesh.md §Cost of a streamed token). A tick's lateness does
+# 10 ms, 7-8 at 20 ms, 4-5 at 50 ms (docs/mesh-measured.md §Cost of a streamed token). A tick's lateness does
 # not depend on the period, so its percentiles do not either; only the sample count falls (20 a second
 # still gives a p99 from every 5-second window).
 LAG_INTERVAL_S = 0.05

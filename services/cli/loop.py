@@ -1,7 +1,7 @@
 """The event loop a mesh process runs on: uvloop for the router, the standard asyncio loop elsewhere.
 
 uvloop does a task wake-up or a socket write in fewer microseconds than asyncio,
-and the router's share of a streamed token is mostly such steps (docs/mesh.md
+and the router's share of a streamed token is mostly such steps (docs/mesh-measured.md
 §Cost of a streamed token has the measured difference). But libuv keeps time
 and fires timers in whole milliseconds, and the engines' step deadlines and the
 links' delays are timers of microsecond precision, so processes that emulate

@@ -22,7 +22,7 @@ from loadgen.spec import parse_options, parse_spec
 from services.scenario import LinkSpec, Scenario
 
 # CPU seconds one streamed output token costs the mesh and the bench client together on the 2-core
-# machine: benchmarks/bench_token_cost.py, three runs from a fresh clone (docs/mesh.md §Cost of a
+# machine: benchmarks/bench_token_cost.py, three runs from a fresh clone (docs/mesh-measured.md §Cost of a
 # streamed token, "The feed on its own port"), on the costliest preset, pdd-mini: mesh total 42.2 us
 # (the median of 53.8, 42.2, 37.5) plus that run's bench client, 21.6 us per chunk, rounded up. The
 # experiments run PDD deployments as well as PD ones, so the budget is set by PDD's cost. Earlier

@@ -72,7 +72,7 @@ async def pdd(peers: Peers, job: Job, mode: Mode) -> AsyncIterator[Token | Finis
     chunks = peers.prefill_chunks
     parts = None if chunks is None else chunks.parts(md_hit, len(job.prompt), peers.kv_bytes_per_token)
     # A short transfer goes P-MD whatever the relay's load, so only a long one asks the relay: a lookup
-    # is a gRPC call at both ends, most of what a P-MD request cost the relay (docs/mesh.md §Cost of a
+    # is a gRPC call at both ends, most of what a P-MD request cost the relay (docs/mesh-measured.md §Cost of a
     # streamed token). The choice below still follows the last await, in the step that dispatches.
     relay, relay_hit, reported_load = (None, 0, None) if policy.transfer_is_short(missing, parts) else \
         await _lookup_relay(peers, job)

@@ -2,7 +2,7 @@
 
 Every token chunk of a request differs from the others only in its text, so
 the request's chunk is encoded once as a prefix and a suffix around the text,
-and a token's chunk is three byte strings joined (docs/mesh.md §Cost of a
+and a token's chunk is three byte strings joined (docs/mesh-measured.md §Cost of a
 streamed token).
 The shape follows vLLM's OpenAI server: the first chat delta carries
 `role: "assistant"`; the finishing chunk carries `finish_reason` (and this
