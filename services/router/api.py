@@ -103,9 +103,9 @@ def unicode_text(text: str, what: str) -> str:
 
 class CompletionRequest(CommonRequest):
     model_config = ConfigDict(extra="ignore", arbitrary_types_allowed=True)
-    # ids arrive as int64 (the router checks their range: services/router/intake.py); a list of strings is a
-    # batch: one choice per prompt
-    prompt: str | np.ndarray | list[StrictStr]
+    # ids arrive as int64 (the router checks their range: services/router/intake.py); a list of strings or of
+    # id lists is a batch: one choice per prompt
+    prompt: str | np.ndarray | list[StrictStr] | list[np.ndarray]
     echo: StrictBool = False
     logprobs: StrictInt | None = Field(None, ge=0, le=5)
     best_of: StrictInt | None = Field(None, ge=1)
@@ -114,8 +114,11 @@ class CompletionRequest(CommonRequest):
     @classmethod
     def _ids(cls, v, info: ValidationInfo):
         # One C-level pass over the ids, not one Python check per item; the message names the served vocabulary.
+        vocab_size = (info.context or {}).get("vocab_size", MAX_ID + 1)
+        if isinstance(v, list) and v and isinstance(v[0], list):
+            return [_batch_ids(p, i, vocab_size) for i, p in enumerate(v)]
         if isinstance(v, list) and not (v and isinstance(v[0], str)):
-            return parse_ids(v, (info.context or {}).get("vocab_size", MAX_ID + 1))
+            return parse_ids(v, vocab_size)
         return v
 
     @field_validator("prompt")
@@ -135,8 +138,15 @@ class CompletionRequest(CommonRequest):
 
     def prompts(self) -> list[str | list[int]]:
         """The batch: one entry per prompt, in request order."""
-        batch = isinstance(self.prompt, list) and isinstance(self.prompt[0], str)
-        return list(self.prompt) if batch else [self.prompt]
+        return list(self.prompt) if isinstance(self.prompt, list) else [self.prompt]
+
+
+def _batch_ids(values: object, index: int, vocab_size: int) -> np.ndarray:
+    try:
+        return parse_ids(values, vocab_size)
+    except ValueError as exc:
+        raise ValueError(str(exc).replace("`prompt", f"`prompt[{index}]").replace("prompt is", f"prompt[{index}] is")) \
+            from None
 
 
 def _not_blank(text: str, what: str) -> str:

@@ -35,6 +35,7 @@ from services.router.outcomes import RequestOutcomes
 from services.router.peers import Peers
 from services.router.pipelines import Finished, Job, Token, pipeline_for
 from services.router.stream_one import stream_one
+from services.router.tokenize_api import detokenize, server_version, tokenize
 from services.router.whole import respond_whole
 
 log = logging.getLogger(__name__)
@@ -59,22 +60,25 @@ class Router(RequestOutcomes):
 
     def job(self, request_id: str, prompt: str | np.ndarray, max_tokens: int, seed: int | None,
             received_unix: float) -> Job:
-        # One token per whitespace piece: count them before hashing them all, so a prompt far past the
-        # context is refused without holding the event loop for seconds.
-        length = len(prompt.split()) if isinstance(prompt, str) else len(prompt)
-        if length + max_tokens > self.model.max_context:
-            raise ApiError(400, f"prompt ({length} tokens) plus max_tokens ({max_tokens}) exceeds the model's "
-                                f"context of {self.model.max_context} tokens", code="context_length_exceeded")
+        # At least one token per whitespace piece: count them before encoding them all, so a prompt far past
+        # the context is refused without holding the event loop for seconds; then its exact length.
+        self._within_context(len(prompt.split()) if isinstance(prompt, str) else len(prompt), max_tokens)
         try:
             ids = PromptIds.of(self.tokenizer.encode(prompt)) if isinstance(prompt, str) else \
-                checked_ids(prompt, self.model.vocab_size)
+                checked_ids(prompt, self.tokenizer.size)
         except ValueError as exc:
             raise ApiError(400, str(exc)) from exc
+        self._within_context(len(ids), max_tokens)
         if not len(ids):
             raise ApiError(400, "prompt has no tokens")
         job = Job(request_id, ids, max_tokens, self.scenario.seed if seed is None else seed, received_unix)
         job.timeline["received"] = received_unix  # intake (received to prefill_sent) shows in every response
         return job
+
+    def _within_context(self, length: int, max_tokens: int) -> None:
+        if length + max_tokens > self.model.max_context:
+            raise ApiError(400, f"prompt ({length} tokens) plus max_tokens ({max_tokens}) exceeds the model's "
+                                f"context of {self.model.max_context} tokens", code="context_length_exceeded")
 
     async def run(self, job: Job) -> AsyncIterator[Token | Finished]:
         """The pipeline's output, checked: positions 0..max_tokens-1, each exactly once, in order."""
@@ -114,7 +118,7 @@ async def _handle(request: web.Request, chat: bool) -> web.StreamResponse:
         rid = client_request_id(request.headers.get("x-request-id") or None) or uuid.uuid4().hex[:24]
         headers["x-request-id"] = rid
         body = await parse_body(request, ChatRequest if chat else CompletionRequest,
-                                {"vocab_size": router.model.vocab_size})
+                                {"vocab_size": router.tokenizer.size})
         if body.model != router.scenario.model:
             raise ApiError(404, f"model {body.model!r} is not served here; this mesh serves {router.scenario.model!r}",
                            code="model_not_found")
@@ -181,6 +185,9 @@ def build_app(plan: MeshPlan) -> web.Application:
     app.router.add_post("/v1/chat/completions", chat_completions)
     app.router.add_get("/v1/models", models)
     app.router.add_get("/v1/models/{model}", model)
+    app.router.add_post("/tokenize", lambda request: tokenize(request, router))
+    app.router.add_post("/detokenize", lambda request: detokenize(request, router))
+    app.router.add_get("/version", server_version)
     add_ops_routes(app, registry, router.stats)
 
     async def peers_ctx(_app: web.Application):
