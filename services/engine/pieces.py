@@ -25,6 +25,7 @@ BYTE_ALPHABET = _byte_alphabet()
 CONTINUATION = "##"  # the exported tokenizer's name prefix for a piece's second and later bytes
 
 
+BYTE_TOKENS = 768  # ids past the words: first bytes, continuation bytes, marked first bytes
 MARK = "\x7f"  # DEL: written before a piece of bytes, so that no cut of one reads back as a word
 
 
@@ -43,7 +44,7 @@ class ByteIds:
         self.first = vocab_size
         self.more = vocab_size + 256
         self.marked = vocab_size + 512
-        self.end = vocab_size + 768
+        self.end = vocab_size + BYTE_TOKENS
 
     def of(self, piece: str) -> tuple[TokenId, ...]:
         data = piece.encode("utf-8")

@@ -108,6 +108,13 @@ class WordTokenizer:
             return "".join(self.token_text(i) for i in ids)
         return "".join(piece + " " for piece in self.detokenize(ids).split(" "))
 
+    def token_name(self, token_id: TokenId) -> str:
+        """The token's name in the exported tokenizer (vLLM's `token_strs`): its word, or its byte's name."""
+        if token_id < self.vocab_size:
+            return self.token_text(token_id)[:-1]
+        self.token_text(token_id)  # the range check
+        return self.bytes.name(token_id)
+
     def detokenize(self, ids: list[TokenId]) -> str:
         """The text the exported tokenizer's decode gives: the pieces joined by one space.
 
