@@ -34,7 +34,8 @@ REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 
 class StreamOptions(BaseModel):
     model_config = ConfigDict(extra="ignore")
-    include_usage: StrictBool = False  # a last chunk with usage and no choices
+    include_usage: StrictBool = True  # a last chunk with usage and no choices (vLLM's default once asked)
+    continuous_usage_stats: StrictBool = False  # usage so far in every chunk too (vLLM's)
 
 
 class CommonRequest(BaseModel):

@@ -50,7 +50,7 @@ class Router(RequestOutcomes):
         # Words and their JSON literals are made on first use and remembered (WordTokenizer.token_text,
         # sse.text_json): a router builds only what it streams, not the whole vocabulary at start.
         self.tokenizer = WordTokenizer(self.model.vocab_size)
-        self.metrics = RouterMetrics(registry, plan.scenario.model, plan.scenario.wan.rate_bps)
+        self.metrics = RouterMetrics(registry, plan.scenario.model, plan.scenario.wan.rate_bps, self.model.max_context)
         self.peers: Peers | None = None
         self.inflight = 0
         self.active_ids: set[str] = set()
@@ -143,9 +143,10 @@ async def _handle(request: web.Request, chat: bool) -> web.StreamResponse:
         if not body.stream:
             return await respond_whole(router, rid, pairs, chat, body.n, headers)
         usage = body.stream_options is not None and body.stream_options.include_usage
+        continuous = usage and body.stream_options.continuous_usage_stats  # only with include_usage, as vLLM
         if len(pairs) > 1:
-            return await stream_choices(request, router, rid, pairs, chat, body.n, headers, usage)
-        return await stream_one(request, router, pairs[0][0], pairs[0][1], chat, headers, usage)
+            return await stream_choices(request, router, rid, pairs, chat, body.n, headers, usage, continuous)
+        return await stream_one(request, router, pairs[0][0], pairs[0][1], chat, headers, usage, continuous)
     finally:
         router.inflight -= 1
         router.active_ids.discard(rid)
