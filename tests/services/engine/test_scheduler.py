@@ -4,8 +4,8 @@ import asyncio
 
 import pytest
 
-from services.engine.pieces import BYTE_TOKENS
 from services.engine.batch import Chunk
+from services.engine.pieces import BYTE_TOKENS
 from services.engine.scheduler import EngineFull, EngineStopped
 from services.engine.sequence import Sequence, Status
 from services.engine.tokens import output_token, prompt_fingerprint
