@@ -145,9 +145,9 @@ class CompletionRequest(CommonRequest):
 def _batch_ids(values: object, index: int, vocab_size: int) -> np.ndarray:
     try:
         return parse_ids(values, vocab_size)
-    except ValueError as exc:
-        raise ValueError(str(exc).replace("`prompt", f"`prompt[{index}]").replace("prompt is", f"prompt[{index}] is")) \
-            from None
+    except ValueError as exc:  # the message names the item inside the batch: `prompt[1][3]`
+        where = f"prompt[{index}]"
+        raise ValueError(str(exc).replace("`prompt", f"`{where}").replace("prompt is", f"{where} is")) from None
 
 
 def _not_blank(text: str, what: str) -> str:

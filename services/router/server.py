@@ -50,7 +50,8 @@ class Router(RequestOutcomes):
         # Words and their JSON literals are made on first use and remembered (WordTokenizer.token_text,
         # sse.text_json): a router builds only what it streams, not the whole vocabulary at start.
         self.tokenizer = WordTokenizer(self.model.vocab_size)
-        self.metrics = RouterMetrics(registry, plan.scenario.model, plan.scenario.wan.rate_bps, self.model.max_context)
+        self.metrics = RouterMetrics(registry, plan.scenario.model, plan.scenario.wan.rate_bps,
+                                     self.model.max_context)
         self.peers: Peers | None = None
         self.inflight = 0
         self.active_ids: set[str] = set()
