@@ -14,7 +14,6 @@ copy of this tokenizer (services/engine/tokenizer_export.py) agrees with.
 from __future__ import annotations
 
 import hashlib
-from itertools import chain
 
 import numpy as np
 
@@ -85,8 +84,9 @@ class WordTokenizer:
         self.bytes = ByteIds(vocab_size)
         self.size = self.bytes.end  # every id this tokenizer writes is below it
         self._texts: dict[int, str] = {}
-        # piece -> its ids: text repeats its words, and mapping one costs microseconds
-        self._ids: dict[str, tuple[TokenId, ...]] = {}
+        # piece -> its id or ids: text repeats its pieces, and mapping one costs microseconds
+        self._words: dict[str, TokenId] = {}  # pieces of one token (words, mostly)
+        self._ids: dict[str, tuple[TokenId, ...]] = {}  # pieces of several byte tokens
 
     def token_text(self, token_id: TokenId) -> str:
         """The word for `token_id` followed by one space, so streamed pieces concatenate to decode().
@@ -135,17 +135,32 @@ class WordTokenizer:
         return b" ".join(pieces).decode("utf-8", "replace")
 
     def encode(self, text: str) -> list[TokenId]:
-        memo = self._ids
-        if len(memo) > _MEMO_PIECES:
-            memo.clear()
-        return list(chain.from_iterable([memo[p] if p in memo else self._remember(p) for p in split(text)]))
+        pieces = split(text)
+        try:  # every piece remembered as one token (a text of words seen before): one lookup each
+            return [self._words[piece] for piece in pieces]
+        except KeyError:
+            return self._encode_new(pieces)
 
-    def count(self, text: str) -> int:
-        return len(self.encode(text))
-
-    def _remember(self, piece: str) -> tuple[TokenId, ...]:
-        ids = self._ids[piece] = self._piece_ids(piece)
-        return ids
+    def _encode_new(self, pieces: list[str]) -> list[TokenId]:
+        words, others = self._words, self._ids
+        if len(words) + len(others) > _MEMO_PIECES:
+            words.clear()
+            others.clear()
+        out: list[TokenId] = []
+        for piece in pieces:
+            one = words.get(piece)
+            if one is not None:
+                out.append(one)
+                continue
+            ids = others.get(piece)
+            if ids is None:
+                ids = self._piece_ids(piece)
+                if len(ids) == 1:
+                    words[piece] = ids[0]
+                else:
+                    others[piece] = ids
+            out.extend(ids)
+        return out
 
     def _piece_ids(self, piece: str) -> tuple[TokenId, ...]:
         known = _id_for(piece)
