@@ -66,4 +66,4 @@ test-compose: $(STAMP) ## the Docker tests: build, run both DCs, break and recov
 	$(BIN)/python -m pytest -m compose tests/compose $(PYTEST_ARGS)
 
 clean: ## remove the virtual environment and outputs
-	rm -rf $(VENV) .venv-aiperf out .pytest_cache
+	rm -rf $(VENV) .venv-aiperf .venv-guidellm .venv-inference-perf out .pytest_cache

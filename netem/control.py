@@ -187,10 +187,12 @@ def build_app(link: UserspaceLink, token: str | None = None, name: str = "link")
 class ControlServer:
     """Serve build_app(link) on host:port; port 0 picks a free one (see .address)."""
 
-    def __init__(self, link: UserspaceLink, host: str = "127.0.0.1", port: int = 0, token: str | None = None) -> None:
+    def __init__(self, link: UserspaceLink, host: str = "127.0.0.1", port: int = 0, token: str | None = None,
+                 name: str = "link") -> None:
+        """`name` labels the link's metrics (`link="wan"`), so two links' series stay apart."""
         if not token and not is_loopback(host):
             raise ConfigError(f"the control API on {host} (not loopback) needs a bearer token (--control-token)")
-        self._app = build_app(link, token)
+        self._app = build_app(link, token, name)
         self._host, self._port = host, port
         self._runner: web.AppRunner | None = None
         self.address: tuple[str, int] | None = None

@@ -19,6 +19,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from services.engine import vllm_series
 from services.engine.pool import InstancePool
 from services.engine.prompt_memo import RecentPrompts
 from services.engine.roofline import RooflineClock
@@ -91,6 +92,9 @@ class _EngineCollector:
                 for replica, s in stats:
                     family.add_metric([self.model_name, self.pool, replica], float(getattr(s, attr)))
                 yield family
+        rows = [([self.model_name, self.pool, replica], s) for replica, s in stats]
+        yield vllm_series.iteration_tokens(self.LABELS, rows)
+        yield vllm_series.cache_config(self.LABELS, rows, self.engines[0].block_size)
 
 
 class RoleProcess:

@@ -53,6 +53,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--control-token", default=os.environ.get(TOKEN_ENV), metavar="T",
                    help=f"bearer token for the control API (or ${TOKEN_ENV}); required off loopback")
     p.add_argument("--seed", type=int, default=None, metavar="N", help="seed for jitter and loss draws")
+    p.add_argument("--name", default="link", help="the link's name, its metrics' `link` label (e.g. wan)")
     p.add_argument("--backend", choices=("userspace", "kernel"), default="userspace",
                    help="userspace (default) or kernel qdiscs via pyroute2, falling back to userspace")
     p.set_defaults(func=run)
@@ -130,7 +131,7 @@ async def _serve(args: argparse.Namespace, listen, upstream, control, config, sc
     try:
         await link.start()
         if control:
-            server = ControlServer(link, control[0], control[1], token=args.control_token)
+            server = ControlServer(link, control[0], control[1], token=args.control_token, name=args.name)
             await server.start()
         if schedule is not None:
             await link.run_schedule(schedule)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+from bisect import bisect_left
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -22,6 +23,10 @@ from services.engine.step_planner import EngineConfig, StepPlan, StepPlanner
 __all__ = ["Engine", "EngineConfig", "EngineFull", "EngineStats", "EngineStopped", "SequenceHandle"]
 
 StepSeconds = Callable[[StepBatch], float]
+
+
+# vLLM's buckets for vllm:iteration_tokens_total, the tokens one step computes (its v1 metrics loggers).
+ITERATION_TOKEN_BUCKETS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +56,8 @@ class EngineStats:
     evictions: int
     host_evictions: int
     preemptions: int  # running sequences whose KV was freed for room and recomputed (vLLM's num_preemptions)
+    iteration_tokens: tuple[int, ...]  # steps per ITERATION_TOKEN_BUCKETS bucket (then past the last), not cumulative
+    iteration_tokens_sum: int
 
     @property
     def kv_usage(self) -> float:
@@ -75,6 +82,8 @@ class Engine:
         self._deadline: float | None = None  # end of the previous step while busy
         self._input_t = float("-inf")  # loop time of the latest submit, extend or limit change
         self._steps = 0
+        self._iteration_tokens = [0] * (len(ITERATION_TOKEN_BUCKETS) + 1)
+        self._iteration_tokens_sum = 0
         self._busy_seconds = 0.0
         self._late_max = 0.0
         self._cancelled = 0
@@ -135,7 +144,8 @@ class Engine:
             prefix_cache_hit_tokens=planner.prefix_cache_hit_tokens,
             host_cache_hit_tokens=planner.host_cache_hit_tokens, requests_finished=planner.requests_finished,
             requests_cancelled=self._cancelled, evictions=cache.evictions, host_evictions=cache.host_evictions,
-            preemptions=planner.preemptions,
+            preemptions=planner.preemptions, iteration_tokens=tuple(self._iteration_tokens),
+            iteration_tokens_sum=self._iteration_tokens_sum,
         )
 
     def _step_done(self) -> asyncio.Future[None]:
@@ -213,6 +223,9 @@ class Engine:
         self._late_max = max(self._late_max, loop.time() - deadline)
         self._deadline = deadline
         self._steps += 1
+        tokens = plan.batch.new_tokens
+        self._iteration_tokens[bisect_left(ITERATION_TOKEN_BUCKETS, tokens)] += 1  # `le`: a bound holds its own
+        self._iteration_tokens_sum += tokens
         self._busy_seconds += seconds
         self._planner.complete(plan, deadline)
         if self._step_future is not None and not self._step_future.done():

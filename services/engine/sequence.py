@@ -11,6 +11,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
+from services.engine.pieces import BYTE_TOKENS
 from services.engine.prefix_cache import extend_block_hashes
 from services.engine.tokens import prompt_fingerprint, stream_key
 from services.types import Seconds, TokenId
@@ -241,5 +242,5 @@ def validate(seq: Sequence, vocab_size: int, tokens: np.ndarray) -> None:
             f"{seq.request_id}: first_position {seq.first_position} must equal the output tokens already "
             f"in context ({n} - {seq.prompt_len} = {n - seq.prompt_len})"
         )
-    if tokens.min() < 0 or tokens.max() >= vocab_size:
-        raise ValueError(f"{seq.request_id}: token ids must be in 0..{vocab_size - 1}")
+    if tokens.min() < 0 or tokens.max() >= vocab_size + BYTE_TOKENS:  # a prompt may hold byte tokens (pieces.py)
+        raise ValueError(f"{seq.request_id}: token ids must be in 0..{vocab_size + BYTE_TOKENS - 1}")

@@ -1,9 +1,14 @@
-"""Deterministic tokens: a toy word-level tokenizer and a stateless output generator.
+"""Deterministic tokens: a toy word-level tokenizer with byte fallback, and a stateless output generator.
 
 The emulator never runs a model, yet clients must be able to check that a
 handoff between instances lost or repeated nothing. So the token at output
 position i is a pure function of (prompt fingerprint, i, seed): any instance
 that continues a request produces the same text (docs/engine.md, "Tokens").
+
+Text is split on whitespace; a piece that spells a pseudo-word of the vocabulary
+is that word's id, and any other piece is one token per UTF-8 byte, numbered
+past the words (`ByteIds`), so every text has ids and a count that a client's
+copy of this tokenizer (services/engine/tokenizer_export.py) agrees with.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import hashlib
 
 import numpy as np
 
+from services.engine.pieces import ByteIds, split
 from services.types import TokenId
 
 _MASK64 = (1 << 64) - 1
@@ -69,14 +75,18 @@ def word_id(word: str) -> int | None:
 
 
 class WordTokenizer:
-    """Whitespace pieces to ids over `vocab_size` pseudo-words; unknown pieces hash into the vocabulary."""
+    """Whitespace pieces to ids over `vocab_size` pseudo-words; any other piece is its UTF-8 bytes (ByteIds)."""
 
     def __init__(self, vocab_size: int) -> None:
         if vocab_size < 2:
             raise ValueError(f"vocab_size must be at least 2, got {vocab_size}")
         self.vocab_size = vocab_size
+        self.bytes = ByteIds(vocab_size)
+        self.size = self.bytes.end  # every id this tokenizer writes is below it
         self._texts: dict[int, str] = {}
-        self._ids: dict[str, TokenId] = {}  # piece -> id: text repeats its words, and mapping one costs microseconds
+        # piece -> its id or ids: text repeats its pieces, and mapping one costs microseconds
+        self._words: dict[str, TokenId] = {}  # pieces of one token (words, mostly)
+        self._ids: dict[str, tuple[TokenId, ...]] = {}  # pieces of several byte tokens
 
     def token_text(self, token_id: TokenId) -> str:
         """The word for `token_id` followed by one space, so streamed pieces concatenate to decode().
@@ -86,30 +96,77 @@ class WordTokenizer:
         """
         text = self._texts.get(token_id)
         if text is None:
-            if not 0 <= token_id < self.vocab_size:
-                raise ValueError(f"token id {token_id} is outside the vocabulary of {self.vocab_size}")
-            text = self._texts[token_id] = _word_for(token_id) + " "
+            if not 0 <= token_id < self.size:
+                raise ValueError(f"token id {token_id} is outside the vocabulary of {self.size}")
+            text = self._texts[token_id] = _word_for(token_id) + " " if token_id < self.vocab_size else \
+                bytes([(token_id - self.vocab_size) % 256]).decode("utf-8", "replace")
         return text
 
     def decode(self, ids: list[TokenId]) -> str:
-        return "".join(self.token_text(i) for i in ids)
+        """Each piece followed by one space, as streamed; a run of byte tokens is the piece it spells."""
+        if all(i < self.vocab_size for i in ids):
+            return "".join(self.token_text(i) for i in ids)
+        return "".join(piece + " " for piece in self.detokenize(ids).split(" "))
+
+    def token_name(self, token_id: TokenId) -> str:
+        """The token's name in the exported tokenizer (vLLM's `token_strs`): its word, or its byte's name."""
+        if token_id < self.vocab_size:
+            return self.token_text(token_id)[:-1]
+        self.token_text(token_id)  # the range check
+        return self.bytes.name(token_id)
+
+    def detokenize(self, ids: list[TokenId]) -> str:
+        """The text the exported tokenizer's decode gives: the pieces joined by one space.
+
+        As its WordPiece decoder does, a continuation byte joins the piece before it, whatever that is;
+        a first byte, and a continuation that comes first, has MARK before it (ByteIds); the bytes are
+        read as UTF-8 once, bad ones as U+FFFD.
+        """
+        pieces: list[bytearray] = []
+        for i, token_id in enumerate(ids):
+            if token_id < self.vocab_size:
+                pieces.append(bytearray(self.token_text(token_id)[:-1].encode()))
+            elif not token_id < self.size:
+                raise ValueError(f"token id {token_id} is outside the vocabulary of {self.size}")
+            elif i and self.bytes.more <= token_id < self.bytes.marked:
+                pieces[-1].append(token_id - self.bytes.more)
+            else:  # a first byte, or a continuation that comes first: MARK before it (ByteIds)
+                pieces.append(bytearray([0x7F, (token_id - self.bytes.first) % 256]))
+        return b" ".join(pieces).decode("utf-8", "replace")
 
     def encode(self, text: str) -> list[TokenId]:
-        memo = self._ids
-        if len(memo) > _MEMO_PIECES:
-            memo.clear()
-        return [memo[piece] if piece in memo else self._remember(piece) for piece in text.split()]
+        pieces = split(text)
+        try:  # every piece remembered as one token (a text of words seen before): one lookup each
+            return [self._words[piece] for piece in pieces]
+        except KeyError:
+            return self._encode_new(pieces)
 
-    def _remember(self, piece: str) -> TokenId:
-        token_id = self._ids[piece] = self._piece_id(piece)
-        return token_id
+    def _encode_new(self, pieces: list[str]) -> list[TokenId]:
+        words, others = self._words, self._ids
+        if len(words) + len(others) > _MEMO_PIECES:
+            words.clear()
+            others.clear()
+        out: list[TokenId] = []
+        for piece in pieces:
+            one = words.get(piece)
+            if one is not None:
+                out.append(one)
+                continue
+            ids = others.get(piece)
+            if ids is None:
+                ids = self._piece_ids(piece)
+                if len(ids) == 1:
+                    words[piece] = ids[0]
+                else:
+                    others[piece] = ids
+            out.extend(ids)
+        return out
 
-    def _piece_id(self, piece: str) -> TokenId:
+    def _piece_ids(self, piece: str) -> tuple[TokenId, ...]:
         known = _id_for(piece)
         if known is not None and known < self.vocab_size:
-            return known
-        digest = hashlib.blake2b(piece.encode("utf-8"), digest_size=8).digest()
-        return int.from_bytes(digest, "little") % self.vocab_size
+            return (known,)
+        return self.bytes.of(piece)
 
 
 def prompt_fingerprint(prompt_ids: list[TokenId] | np.ndarray) -> int:

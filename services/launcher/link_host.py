@@ -72,7 +72,8 @@ class LinkHost:
         link = UserspaceLink((self.bind_host, planned.listen_port), upstream, config,
                              seed=random.Random(f"{seed}/{planned.name}"))
         await link.start()
-        control = ControlServer(link, self.bind_host, planned.control_port, token=self.token)
+        control = ControlServer(link, self.bind_host, planned.control_port, token=self.token,
+                                name=planned.name)
         try:
             await control.start()
         except BaseException:

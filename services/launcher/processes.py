@@ -57,6 +57,7 @@ def link_command(link: LinkPlan, byte_scale: float, seed: int, run_dir: Path) ->
         sys.executable, "-m", "services.cli", "link",
         "--listen", link.address, "--upstream", link.upstream,
         "--control", f"{link.host}:{link.control_port}", "--seed", str(seed), "--config", str(config_path),
+        "--name", link.name,
     ]
     if link.spec.schedule:
         cmd += ["--schedule", link.spec.schedule]

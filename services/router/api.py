@@ -39,7 +39,8 @@ MAX_CHOICES = 128
 
 class StreamOptions(BaseModel):
     model_config = ConfigDict(extra="ignore")
-    include_usage: StrictBool = False  # a last chunk with usage and no choices
+    include_usage: StrictBool = True  # a last chunk with usage and no choices (vLLM's default once asked)
+    continuous_usage_stats: StrictBool = False  # usage so far in every chunk too (vLLM's)
 
 
 class CommonRequest(BaseModel):
@@ -112,9 +113,9 @@ def unicode_text(text: str, what: str) -> str:
 
 class CompletionRequest(CommonRequest):
     model_config = ConfigDict(extra="ignore", arbitrary_types_allowed=True)
-    # ids arrive as int64 (the router checks their range: services/router/intake.py); a list of strings is a
-    # batch: one choice per prompt
-    prompt: str | np.ndarray | list[StrictStr]
+    # ids arrive as int64 (the router checks their range: services/router/intake.py); a list of strings or of
+    # id lists is a batch: one choice per prompt
+    prompt: str | np.ndarray | list[StrictStr] | list[np.ndarray]
     echo: StrictBool = False
     logprobs: StrictInt | None = Field(None, ge=0, le=5)
     best_of: StrictInt | None = Field(None, ge=1)
@@ -123,8 +124,11 @@ class CompletionRequest(CommonRequest):
     @classmethod
     def _ids(cls, v, info: ValidationInfo):
         # One C-level pass over the ids, not one Python check per item; the message names the served vocabulary.
+        vocab_size = (info.context or {}).get("vocab_size", MAX_ID + 1)
+        if isinstance(v, list) and v and isinstance(v[0], list):
+            return [_batch_ids(p, i, vocab_size) for i, p in enumerate(v)]
         if isinstance(v, list) and not (v and isinstance(v[0], str)):
-            return parse_ids(v, (info.context or {}).get("vocab_size", MAX_ID + 1))
+            return parse_ids(v, vocab_size)
         return v
 
     @field_validator("prompt")
@@ -145,8 +149,15 @@ class CompletionRequest(CommonRequest):
 
     def prompts(self) -> list[str | list[int]]:
         """The batch: one entry per prompt, in request order."""
-        batch = isinstance(self.prompt, list) and isinstance(self.prompt[0], str)
-        return list(self.prompt) if batch else [self.prompt]
+        return list(self.prompt) if isinstance(self.prompt, list) else [self.prompt]
+
+
+def _batch_ids(values: object, index: int, vocab_size: int) -> np.ndarray:
+    try:
+        return parse_ids(values, vocab_size)
+    except ValueError as exc:  # the message names the item inside the batch: `prompt[1][3]`
+        where = f"prompt[{index}]"
+        raise ValueError(str(exc).replace("`prompt", f"`{where}").replace("prompt is", f"{where} is")) from None
 
 
 def _choices_bound(prompts: int, n: int) -> None:

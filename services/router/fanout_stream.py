@@ -39,14 +39,15 @@ class _Lane:
         first = self.ttft is None
         (router.metrics.ttft if first else router.metrics.itl).observe(now - self.last)
         self.last = now
-        out = b""
+        out, count = b"", len(self.choice.token_ids)
         if first:
             self.ttft = now - self.start
             if self.choice.ask.echo:
-                out = self.chunks.token(self.choice.prompt_text)
+                out = self.chunks.counted(self.chunks.token(self.choice.prompt_text), 0)
         if self.choice.ask.wanted:
-            return out + self.chunks.token_logprobs(text, self.choice.last_logprobs(chat), first)
-        return out + self.chunks.token(text, first=first) if text or first else out
+            return out + self.chunks.counted(
+                self.chunks.token_logprobs(text, self.choice.last_logprobs(chat), first), count)
+        return out + self.chunks.counted(self.chunks.token(text, first=first), count) if text or first else out
 
     def finish(self, router: Any, pdd: dict[str, Any], now: float) -> bytes:
         self.stats = pdd
@@ -54,7 +55,7 @@ class _Lane:
         router.metrics.e2e.observe(now - self.start)
         router.metrics.finished(pdd, len(self.job.prompt), tokens, self.choice.ending.finish_reason,
                                 received_unix=self.job.received_unix, ttft_s=self.ttft, e2e_s=now - self.start)
-        return self.chunks.finish(self.choice.ending.finish_reason, pdd)
+        return self.chunks.counted(self.chunks.finish(self.choice.ending.finish_reason, pdd), tokens)
 
 
 async def _pump(router: Any, index: int, job: Job, inbox: asyncio.Queue) -> None:
@@ -67,10 +68,12 @@ async def _pump(router: Any, index: int, job: Job, inbox: asyncio.Queue) -> None
 
 
 async def stream_choices(request: web.Request, router: Any, request_id: str, pairs: list[tuple[Job, Choice]],
-                         chat: bool, n: int, headers: dict[str, str], include_usage: bool) -> web.StreamResponse:
+                         chat: bool, n: int, headers: dict[str, str], include_usage: bool,
+                         continuous_usage: bool = False) -> web.StreamResponse:
     start = time.monotonic()
     created, model = int(pairs[0][0].received_unix), router.scenario.model
-    lanes = [_Lane(job, choice, ChunkEncoder(request_id, created, model, chat, choice.index), start)
+    lanes = [_Lane(job, choice, ChunkEncoder(request_id, created, model, chat, choice.index,
+                                             len(job.prompt) if continuous_usage else None), start)
              for job, choice in pairs]
     inbox: asyncio.Queue = asyncio.Queue()
     pumps = [asyncio.ensure_future(_pump(router, i, job, inbox)) for i, (job, _) in enumerate(pairs)]

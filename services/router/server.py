@@ -37,6 +37,7 @@ from services.router.outcomes import RequestOutcomes
 from services.router.peers import Peers
 from services.router.pipelines import Finished, Job, Token, pipeline_for
 from services.router.stream_one import stream_one
+from services.router.tokenize_api import detokenize, server_version, tokenize
 from services.router.whole import respond_whole
 
 log = logging.getLogger(__name__)
@@ -51,7 +52,8 @@ class Router(RequestOutcomes):
         # Words and their JSON literals are made on first use and remembered (WordTokenizer.token_text,
         # sse.text_json): a router builds only what it streams, not the whole vocabulary at start.
         self.tokenizer = WordTokenizer(self.model.vocab_size)
-        self.metrics = RouterMetrics(registry, plan.scenario.model, plan.scenario.wan.rate_bps)
+        self.metrics = RouterMetrics(registry, plan.scenario.model, plan.scenario.wan.rate_bps,
+                                     self.model.max_context)
         self.peers: Peers | None = None
         self.inflight = 0
         self.active_ids: set[str] = set()
@@ -61,17 +63,15 @@ class Router(RequestOutcomes):
 
     def prompt_ids(self, prompt: str | np.ndarray, max_tokens: int) -> PromptIds:
         """A prompt's checked ids, or the 400 that says why it cannot be served."""
-        # One token per whitespace piece: count them before hashing them all, so a prompt far past the
-        # context is refused without holding the event loop for seconds.
-        length = len(prompt.split()) if isinstance(prompt, str) else len(prompt)
-        if length + max_tokens > self.model.max_context:
-            raise ApiError(400, f"prompt ({length} tokens) plus max_tokens ({max_tokens}) exceeds the model's "
-                                f"context of {self.model.max_context} tokens", code="context_length_exceeded")
+        # At least one token per whitespace piece: count them before encoding them all, so a prompt far past
+        # the context is refused without holding the event loop for seconds; then its exact length.
+        self._within_context(len(prompt.split()) if isinstance(prompt, str) else len(prompt), max_tokens)
         try:
             ids = PromptIds.of(self.tokenizer.encode(prompt)) if isinstance(prompt, str) else \
-                checked_ids(prompt, self.model.vocab_size)
+                checked_ids(prompt, self.tokenizer.size)
         except ValueError as exc:
             raise ApiError(400, str(exc)) from exc
+        self._within_context(len(ids), max_tokens)
         if not len(ids):
             raise ApiError(400, "prompt has no tokens")
         return ids
@@ -83,6 +83,11 @@ class Router(RequestOutcomes):
                   fingerprint=fingerprint)
         job.timeline["received"] = received_unix  # intake (received to prefill_sent) shows in every response
         return job
+
+    def _within_context(self, length: int, max_tokens: int) -> None:
+        if length + max_tokens > self.model.max_context:
+            raise ApiError(400, f"prompt ({length} tokens) plus max_tokens ({max_tokens}) exceeds the model's "
+                                f"context of {self.model.max_context} tokens", code="context_length_exceeded")
 
     async def run(self, job: Job) -> AsyncIterator[Token | Finished]:
         """The pipeline's output, checked: positions 0..max_tokens-1, each exactly once, in order."""
@@ -150,7 +155,7 @@ async def _handle(request: web.Request, chat: bool) -> web.StreamResponse:
         rid = client_request_id(request.headers.get("x-request-id") or None) or uuid.uuid4().hex[:24]
         headers["x-request-id"] = rid
         body = await parse_body(request, ChatRequest if chat else CompletionRequest,
-                                {"vocab_size": router.model.vocab_size})
+                                {"vocab_size": router.tokenizer.size})
         if body.model != router.scenario.model:
             raise ApiError(404, f"model {body.model!r} is not served here; this mesh serves {router.scenario.model!r}",
                            code="model_not_found")
@@ -171,9 +176,10 @@ async def _handle(request: web.Request, chat: bool) -> web.StreamResponse:
         if not body.stream:
             return await respond_whole(router, rid, pairs, chat, body.n, headers)
         usage = body.stream_options is not None and body.stream_options.include_usage
+        continuous = usage and body.stream_options.continuous_usage_stats  # only with include_usage, as vLLM
         if len(pairs) > 1:
-            return await stream_choices(request, router, rid, pairs, chat, body.n, headers, usage)
-        return await stream_one(request, router, pairs[0][0], pairs[0][1], chat, headers, usage)
+            return await stream_choices(request, router, rid, pairs, chat, body.n, headers, usage, continuous)
+        return await stream_one(request, router, pairs[0][0], pairs[0][1], chat, headers, usage, continuous)
     finally:
         router.inflight -= jobs
         router.active_ids.discard(rid)
@@ -213,6 +219,9 @@ def build_app(plan: MeshPlan) -> web.Application:
     app.router.add_post("/v1/chat/completions", chat_completions)
     app.router.add_get("/v1/models", models)
     app.router.add_get("/v1/models/{model}", model)
+    app.router.add_post("/tokenize", lambda request: tokenize(request, router))
+    app.router.add_post("/detokenize", lambda request: detokenize(request, router))
+    app.router.add_get("/version", server_version)
     add_ops_routes(app, registry, router.stats)
     add_dashboard(app, router)
 

@@ -7,7 +7,8 @@ streamed token).
 The shape follows vLLM's OpenAI server: the first chat delta carries
 `role: "assistant"`; the finishing chunk carries `finish_reason` (and this
 emulator's `pdd` object); usage comes only with `stream_options.include_usage`,
-in a last chunk whose `choices` is empty; then `data: [DONE]`.
+in a last chunk whose `choices` is empty, and with `continuous_usage_stats` in
+every chunk as well (the tokens so far); then `data: [DONE]`.
 """
 
 from __future__ import annotations
@@ -47,11 +48,13 @@ def sse(payload: dict) -> bytes:
 class ChunkEncoder:
     """The chunks of one streamed request; ids, `created` and model are encoded once, here."""
 
-    __slots__ = ("chat", "index", "_head", "_prefix", "_suffix", "_first_prefix")
+    __slots__ = ("chat", "index", "usage_prompt", "_head", "_prefix", "_suffix", "_first_prefix")
 
-    def __init__(self, request_id: str, created: int, model: str, chat: bool, index: int = 0) -> None:
-        """`index`: the choice these chunks carry (a request with n > 1 or a batch streams several)."""
-        self.chat, self.index = chat, index
+    def __init__(self, request_id: str, created: int, model: str, chat: bool, index: int = 0,
+                 usage_prompt: int | None = None) -> None:
+        """`index`: the choice these chunks carry (a request with n > 1 or a batch streams several);
+        `usage_prompt`: the prompt's tokens, when every chunk carries the usage so far (`counted`)."""
+        self.chat, self.index, self.usage_prompt = chat, index, usage_prompt
         kind = "chat.completion.chunk" if chat else "text_completion"
         self._head = {"id": response_id(request_id, chat), "object": kind, "created": created, "model": model}
         head = _json(self._head)[:-1]  # the object without its closing brace
@@ -83,6 +86,16 @@ class ChunkEncoder:
         else:
             choice = {"index": self.index, "text": "", "logprobs": None, "finish_reason": reason}
         return sse({**self._head, "choices": [choice], "pdd": pdd})
+
+    def counted(self, chunk: bytes, completion_tokens: int) -> bytes:
+        """`chunk` with the usage so far in it, as vLLM writes `stream_options.continuous_usage_stats`;
+        `chunk` itself when that was not asked."""
+        if self.usage_prompt is None or not chunk:
+            return chunk
+        prompt = self.usage_prompt
+        usage = f',"usage":{{"prompt_tokens":{prompt},"total_tokens":{prompt + completion_tokens},' \
+                f'"completion_tokens":{completion_tokens}}}}}\n\n'
+        return chunk[:-3] + usage.encode()  # every chunk ends with the object's brace and "\n\n"
 
     def usage(self, prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> bytes:
         """The usage chunk (stream_options.include_usage): empty `choices`, as vLLM and OpenAI send it."""

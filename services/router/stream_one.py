@@ -19,10 +19,11 @@ from services.router.sse import DONE, ChunkEncoder
 
 
 async def stream_one(request: web.Request, router: Any, job: Job, choice: Choice, chat: bool, headers,
-                   include_usage: bool = False) -> web.StreamResponse:
+                     include_usage: bool = False, continuous_usage: bool = False) -> web.StreamResponse:
     """A streamed answer; `choice` cuts the text at its stop and supplies logprobs when asked."""
     created, metrics = int(job.received_unix), router.metrics
-    chunks = ChunkEncoder(job.request_id, created, router.scenario.model, chat)
+    chunks = ChunkEncoder(job.request_id, created, router.scenario.model, chat,
+                          usage_prompt=len(job.prompt) if continuous_usage else None)
     response: web.StreamResponse | None = None
     last = time.monotonic()
     start, ttft = last, None
@@ -48,17 +49,18 @@ async def stream_one(request: web.Request, router: Any, job: Job, choice: Choice
                                                                "Cache-Control": "no-cache"})
                         await response.prepare(request)
                         if choice.ask.echo:
-                            await response.write(chunks.token(choice.prompt_text))
+                            await response.write(chunks.counted(chunks.token(choice.prompt_text), 0))
                     if choice.ask.wanted:
-                        await response.write(chunks.token_logprobs(text, choice.last_logprobs(chat), first))
+                        await response.write(chunks.counted(
+                            chunks.token_logprobs(text, choice.last_logprobs(chat), first), len(choice.token_ids)))
                     elif text or first:  # past a stop the tokens have no text to send
-                        await response.write(chunks.token(text, first=first))
+                        await response.write(chunks.counted(chunks.token(text, first=first), len(choice.token_ids)))
                     continue
                 metrics.e2e.observe(now - start)
                 metrics.finished(item.pdd, len(job.prompt), len(choice.token_ids), choice.ending.finish_reason,
                                  received_unix=job.received_unix, ttft_s=ttft, e2e_s=now - start)
                 router.completed += 1
-                await response.write(chunks.finish(choice.ending.finish_reason, item.pdd))
+                await response.write(chunks.counted(chunks.finish(choice.ending.finish_reason, item.pdd), len(choice.token_ids)))
                 if include_usage:
                     await response.write(chunks.usage(len(job.prompt), len(choice.token_ids),
                                                       item.pdd.get("prefill_hit_tokens", 0)))

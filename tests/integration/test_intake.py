@@ -18,6 +18,7 @@ pytestmark = pytest.mark.integration
 
 MODEL = "llama3-8b"
 VOCAB = load_model(MODEL).vocab_size
+SIZE = WordTokenizer(VOCAB).size  # ids a prompt may hold: the words, then the byte tokens
 # Ids across the whole vocabulary, the top one included, so a packing that kept 16 or 17 bits would show.
 IDS = [(i * 7919) % VOCAB for i in range(2000)] + [VOCAB - 1, 0, 65535, 65536]
 
@@ -63,20 +64,20 @@ def test_ids_cross_every_hop_intact(url):
 
 
 @pytest.mark.parametrize("prompt, what", [
-    ([1, 2, VOCAB], f"{VOCAB}"),
+    ([1, 2, SIZE], f"{SIZE}"),  # past the words and the byte tokens (docs/engine.md, "Tokens")
     ([1, -1, 2], "-1"),
     ([1, True, 2], "bool"),
     ([1, 2.0, 3], "float"),
     ([1, 2.5], "float"),
     ([1, "7"], "str"),
     ([1, None], "null"),
-    ([[1, 2]], "array"),
+    ([1, [2]], "array"),  # a list of id lists is a batch; one inside a list of ids is not
     ([2**40], f"{2**40}"),
     ([2**70], f"{2**70}"),
 ])
 def test_bad_ids_get_a_clear_400_and_the_router_keeps_serving(url, prompt, what):
     status, reply = _post(url, {"model": MODEL, "prompt": prompt, "max_tokens": 2})
     message = reply["error"]["message"]
-    assert status == 400 and "token ids" in message and f"0..{VOCAB - 1}" in message and what in message, message
+    assert status == 400 and "token ids" in message and f"0..{SIZE - 1}" in message and what in message, message
     ok, _ = _post(url, {"model": MODEL, "prompt": [1, 2, 3], "max_tokens": 2})
     assert ok == 200

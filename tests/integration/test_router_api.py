@@ -115,7 +115,8 @@ def test_n_choices_and_prompt_batches_come_back_in_index_order(url):
     assert len(set(texts)) == 4  # each answer its own stream
     alone = _client(url).completions.create(model="llama3-8b", prompt="second one", max_tokens=4, seed=3)
     assert texts[2] == alone.choices[0].text
-    assert reply.usage.completion_tokens == 16 and reply.usage.prompt_tokens == 4
+    # "first prompt" and "second one" are no pseudo-words: one token per byte (docs/engine.md, "Tokens")
+    assert reply.usage.completion_tokens == 16 and reply.usage.prompt_tokens == len("firstpromptsecondone")
 
 
 def test_streamed_n_choices_interleave_and_match_the_unstreamed_answer(url):
@@ -192,7 +193,7 @@ def test_cached_tokens_are_the_prefix_the_mesh_hit(url):
     client.completions.create(model="llama3-8b", prompt=prompt, max_tokens=2)
     again = client.completions.create(model="llama3-8b", prompt=prompt, max_tokens=2)
     cached = again.usage.prompt_tokens_details.cached_tokens
-    assert cached == again.model_extra["pdd"]["prefill_hit_tokens"] and 0 < cached <= 400
+    assert cached == again.model_extra["pdd"]["prefill_hit_tokens"] and 0 < cached <= again.usage.prompt_tokens
 
 
 def test_every_vllm_metric_has_model_name_and_one_owner(mesh):

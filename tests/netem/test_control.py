@@ -139,6 +139,16 @@ async def test_metrics_are_prometheus_text_from_the_links_own_registry(api):
     assert "python_gc" not in text  # not the global registry
 
 
+async def test_a_named_link_labels_its_metrics_with_its_name():
+    async with Echo() as echo, UserspaceLink(("127.0.0.1", 0), echo.address, seed=1) as link:
+        server = ControlServer(link, "127.0.0.1", 0, name="wan")
+        address = await server.start()
+        async with aiohttp.ClientSession(timeout=TIMEOUT) as session:
+            status, text = await Api(session, address).call("GET", "/metrics")
+        await server.stop()
+    assert status == 200 and 'link="wan"' in text and 'link="link"' not in text
+
+
 async def test_reconfigure_over_http_in_flight_keeps_every_byte(api):
     link, client = api
     payload = os.urandom(6 << 20)

@@ -5,6 +5,7 @@ import asyncio
 import pytest
 
 from services.engine.batch import Chunk
+from services.engine.pieces import BYTE_TOKENS
 from services.engine.scheduler import EngineFull, EngineStopped
 from services.engine.sequence import Sequence, Status
 from services.engine.tokens import output_token, prompt_fingerprint
@@ -226,8 +227,9 @@ async def test_impossible_requests_are_refused_with_a_reason(make_engine):
         engine.submit(fresh("long", prompt(100), generate=250))
     with pytest.raises(ValueError, match="first_position"):
         engine.submit(Sequence("bad", prompt(20), prompt_len=10, kv_tokens=0, generate=1, first_position=0, seed=0))
-    with pytest.raises(ValueError, match="token ids"):
-        engine.submit(fresh("vocab", [VOCAB], generate=1))
+    with pytest.raises(ValueError, match="token ids"):  # past the words and the byte tokens (pieces.py)
+        engine.submit(fresh("vocab", [VOCAB + BYTE_TOKENS], generate=1))
+    engine.submit(fresh("bytes", [VOCAB + BYTE_TOKENS - 1], generate=1))  # a byte token is a prompt's to hold
 
 
 async def test_preemptions_reach_the_engine_stats_and_every_stream_completes(make_engine):

@@ -4,7 +4,7 @@ import subprocess
 import sys
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given, settings, strategies as st
 
 from services.engine.prefix_cache import block_hashes
 from services.engine.tokens import WordTokenizer, output_token, prompt_fingerprint, stream_key, token_at
@@ -34,19 +34,43 @@ def test_stream_pieces_concatenate_to_the_decoded_text():
     assert len(set(pieces)) == len(ids)
 
 
-def test_unknown_pieces_hash_stably_into_the_vocabulary():
+def test_a_piece_that_is_no_word_is_one_token_per_utf8_byte_past_the_words():
     tokenizer = WordTokenizer(1000)
-    ids = tokenizer.encode("Hello, world! hello zzzz 123")
-    assert len(ids) == 5
-    assert all(0 <= i < 1000 for i in ids)
-    assert ids == WordTokenizer(1000).encode("Hello, world! hello zzzz 123")
-    assert ids[0] != ids[2]  # case matters: pieces are taken as they are
+    first, more, marked = 1000, 1256, 1512
+    assert tokenizer.encode("Hi, é") == [first + ord("H"), more + ord("i"), more + ord(","), first + 0xC3, more + 0xA9]
+    assert tokenizer.size == 1768 and tokenizer.vocab_size == 1000
+    # DEL before a piece marks its first byte: a cut word ("fo" from "fox") stays two byte tokens
+    assert tokenizer.encode("\x7ffo") == [marked + ord("f"), more + ord("o")]
+    assert tokenizer.detokenize([first + ord("f"), more + ord("o")]) == "\x7ffo"
+    assert tokenizer.encode("##x") == [more + ord("x")]  # a continuation's own name is that token
 
 
-def test_a_word_beyond_a_small_vocabulary_is_hashed_not_misread():
+def test_a_word_beyond_a_small_vocabulary_is_bytes_not_misread():
     big, small = WordTokenizer(VOCAB), WordTokenizer(100)
     word = big.token_text(5000).strip()
-    assert 0 <= small.encode(word)[0] < 100
+    assert small.encode(word) == [100 + word.encode()[0], *(356 + b for b in word.encode()[1:])]
+
+
+@settings(deadline=None)
+@given(st.text(alphabet=st.characters(codec="utf-8"), max_size=40))
+def test_any_text_reads_back_as_as_many_tokens(text):
+    tokenizer = WordTokenizer(VOCAB)
+    ids = tokenizer.encode(text)
+    assert all(0 <= i < tokenizer.size for i in ids)
+    if "##" not in text:  # a typed "##x" is a continuation token, and joins the piece before it when decoded
+        assert len(tokenizer.encode(tokenizer.detokenize(ids))) == len(ids)
+
+
+@settings(deadline=None)
+@given(st.text(alphabet=st.characters(codec="ascii"), max_size=40), st.data())
+def test_ascii_text_cut_anywhere_reads_back_as_as_many_tokens(text, data):
+    # A client building an N-token prompt cuts N ids out of a corpus and decodes them (guidellm, aiperf).
+    tokenizer = WordTokenizer(VOCAB)
+    ids = tokenizer.encode(text.replace("##", "#"))
+    if ids:
+        start = data.draw(st.integers(0, len(ids) - 1))
+        end = data.draw(st.integers(start + 1, len(ids)))
+        assert len(tokenizer.encode(tokenizer.detokenize(ids[start:end]))) == end - start
 
 
 def test_output_tokens_depend_on_prompt_position_and_seed_only():
@@ -95,7 +119,7 @@ def test_vocabulary_must_have_room():
     with pytest.raises(ValueError, match="vocab_size"):
         WordTokenizer(1)
     with pytest.raises(ValueError, match="outside the vocabulary"):
-        WordTokenizer(10).token_text(10)
+        WordTokenizer(10).token_text(10 + 768)  # past the words and the byte tokens
 
 
 def test_remembered_pieces_map_as_fresh_ones_do_even_after_the_memory_is_cleared(monkeypatch):
@@ -104,5 +128,5 @@ def test_remembered_pieces_map_as_fresh_ones_do_even_after_the_memory_is_cleared
     text = "zebra " + WordTokenizer(500).decode(list(range(0, 500, 7))) + " Hello, zebra"
     remembering = WordTokenizer(500)
     first, again = remembering.encode(text), remembering.encode(text)
-    assert first == again == [WordTokenizer(500)._piece_id(piece) for piece in text.split()]
+    assert first == again == [i for piece in text.split() for i in WordTokenizer(500)._piece_ids(piece)]
     assert len(remembering._ids) <= len(set(text.split()))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from services.router.metrics import GapHistogram, RouterMetrics
+from services.router.metrics import GapHistogram, RouterMetrics, counts_buckets
 from tests.tolerance import assert_close
 
 PDD = {"mode": "pdd", "pipeline": "p-md", "wan_bytes": 10, "kv_transfer_s": 0.2, "rld_tokens": 0, "md_tokens": 5,
@@ -34,6 +34,29 @@ def test_a_finished_request_fills_the_vllm_families():
     assert samples[("vllm:generation_tokens_total", (model,))] == 5
     assert samples[("pdd_handoff_stall_seconds_sum", ())] == 0.03
     assert all(dict(labels).get("model_name") == "llama3-8b" for name, labels in samples if name.startswith("vllm:"))
+
+
+def test_the_dashboard_series_take_a_finished_request_with_vllms_buckets():
+    registry = CollectorRegistry()
+    metrics = RouterMetrics(registry, "llama3-8b", max_model_len=8192)
+    metrics.finished(PDD, 100, 5, "stop", received_unix=100.0, ttft_s=1.0, e2e_s=3.0)
+    samples, model = _samples(registry), ("model_name", "llama3-8b")
+    assert samples[("vllm:request_decode_time_seconds_sum", (model,))] == 2.0  # first token to last
+    assert samples[("vllm:request_inference_time_seconds_sum", (model,))] == 2.5  # E2E less the queue
+    assert samples[("vllm:request_prompt_tokens_bucket", (("le", "50.0"), model))] == 0
+    assert samples[("vllm:request_prompt_tokens_bucket", (("le", "100.0"), model))] == 1
+    assert samples[("vllm:request_generation_tokens_bucket", (("le", "5.0"), model))] == 1
+    assert ("vllm:request_prompt_tokens_bucket", (("le", "5000.0"), model)) in samples
+    assert ("vllm:request_prompt_tokens_bucket", (("le", "10000.0"), model)) not in samples  # past the context
+    assert samples[("vllm:num_requests_swapped", (model,))] == 0
+    e2e = sorted(float(dict(labels)["le"]) for name, labels in samples
+                 if name == "vllm:e2e_request_latency_seconds_bucket")
+    assert e2e[:9] == [0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0] and e2e[-2] == 7680.0
+
+
+def test_count_buckets_are_vllms_one_two_five_up_to_the_context():
+    assert counts_buckets(8) == (1, 2, 5)
+    assert counts_buckets(1000) == (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
 
 
 def test_waiting_and_running_are_separate_gauges():

@@ -54,6 +54,17 @@ def test_streamed_text_is_the_engines_deterministic_text_byte_for_byte():
     assert streamed.encode() == tokenizer.decode(ids).encode()
 
 
+def test_continuous_usage_is_in_every_chunk_in_vllms_field_order():
+    chunks = ChunkEncoder("r4", 0, "m", chat=False, usage_prompt=7)
+    token = chunks.counted(chunks.token("a "), 1)
+    assert token.endswith(b'"usage":{"prompt_tokens":7,"total_tokens":8,"completion_tokens":1}}\n\n')
+    assert _data(token)["choices"][0]["text"] == "a "
+    finish = _data(chunks.counted(chunks.finish("length", {"pipeline": "P-D"}), 3))
+    assert finish["usage"] == {"prompt_tokens": 7, "total_tokens": 10, "completion_tokens": 3}
+    plain = ChunkEncoder("r5", 0, "m", chat=False)
+    assert plain.counted(plain.token("a "), 1) == plain.token("a ")  # not asked: the chunk as it was
+
+
 def test_answer_ids_carry_their_kind_prefix():
     # the prefix the unstreamed answers take too (services/router/whole.py)
     assert response_id("r5", True) == "chatcmpl-r5" and response_id("r5", False) == "cmpl-r5"
