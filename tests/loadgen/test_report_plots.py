@@ -75,7 +75,7 @@ def test_the_cdf_axis_fits_the_data_and_the_legend_names_the_sla():
 def test_closed_loop_rows_and_repeated_labels():
     closed = _run([_record(0, 0.1)], rate=None, concurrency=4, path="c4")
     header, rows = table_rows([closed])
-    assert rows[0][header.index("rate req/s")] == "-" and rows[0][header.index("concurrency")] == "4"
+    assert rows[0][header.index("offered req/s")] == "-" and rows[0][header.index("concurrency")] == "4"
 
 
 def test_the_runs_list_tells_repeated_modes_apart(tmp_path):
