@@ -15,12 +15,16 @@ import json
 from pathlib import Path
 
 from services.engine.tokens import WordTokenizer
+from services.types import MissingExtra
 
 UNKNOWN = "<unk>"
 
 
 def build(vocab_size: int):
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    try:
+        from tokenizers import Tokenizer, decoders, models, pre_tokenizers  # the `tokenizer` extra
+    except ImportError:
+        raise MissingExtra("pdd-emu tokenizer export", "tokenizers", "tokenizer") from None
 
     words = WordTokenizer(vocab_size)
     vocab = {words.token_text(i).rstrip(" "): i for i in range(vocab_size)}
