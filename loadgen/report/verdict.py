@@ -1,8 +1,8 @@
 """The comparison in plain words: which deployment won, why, and where the report is.
 
-The winner is the run with the most SLA goodput; where every run's goodput is
-within one request of the others' (each met its SLA alike), the lowest TTFT P99
-decides, the figure the PDD report leads with. "Why" is the binding stage: the
+The winner is the run with the most SLA goodput; where every run's count of
+requests within the SLA is within TIE_SHARE (or one request) of the best's, the
+lowest TTFT P99 decides, the figure the PDD report leads with. "Why" is the binding stage: the
 server phase (timeline.phase_after) where the slowest tenth of a run's requests
 spent most of their wait for the first token. The lines are plain text for a
 terminal; `summary_lines` takes the runs and any further lines (a planner's
@@ -20,6 +20,7 @@ from loadgen.report.runs import RunData, distinct_labels
 from loadgen.report.timeline import phase_after
 
 SLOWEST_SHARE = 0.1  # the tail whose wait names the binding stage
+TIE_SHARE = 0.01  # runs whose requests within SLA differ by at most this share of those sent (or one) tie
 
 
 @dataclass(frozen=True)
@@ -62,8 +63,9 @@ def binding_stage(run: RunData) -> Binding | None:
 def winner(runs: Sequence[RunData]) -> tuple[int, str]:
     """Index of the winning run and the criterion that picked it."""
     best = max(range(len(runs)), key=lambda i: runs[i].summary.goodput_rps)
-    one_request = max(1.0 / max(run.summary.window_s, 1e-9) for run in runs)
-    if all(runs[best].summary.goodput_rps - run.summary.goodput_rps < one_request for run in runs):
+    # Counts, not rates: a run's window ends with its last answer, so equal counts can differ in rate.
+    margin = max(1, round(TIE_SHARE * max(run.summary.sent for run in runs)))
+    if all(runs[best].summary.within_sla - run.summary.within_sla <= margin for run in runs):
         def p99(i: int) -> float:
             value = runs[i].summary.ttft_s.p99
             return float("inf") if value is None else value
@@ -108,11 +110,10 @@ def verdict_lines(runs: Sequence[RunData]) -> list[str]:
                  f"({top.goodput_rps:.2f} req/s; {others})."]
     else:
         others = ", ".join(f"{label} {_ttft_p99(run)}" for label, run in zip(labels, runs) if run is not runs[index])
-        goodputs = ", ".join(f"{run.summary.goodput_rps:.2f}" for run in runs)
+        counts = ", ".join(f"{label} {run.summary.within_sla} of {run.summary.sent}" for label, run in zip(labels, runs))
         lines = [f"Winner: {labels[index]}, with the shortest wait for the first token in the slowest 1% of "
                  f"requests (TTFT P99 {_ttft_p99(runs[index])}; {others}).",
-                 f"SLA goodput does not separate them: every run served within one request of the others "
-                 f"({goodputs} req/s within the SLA)."]
+                 f"SLA goodput does not separate them: requests within the SLA were {counts}."]
     bindings = {label: binding_stage(run) for label, run in zip(labels, runs)}
     named = [f"{label} {b.phase} ({b.share:.0%})" for label, b in bindings.items() if b is not None]
     if named:
