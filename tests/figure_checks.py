@@ -46,7 +46,8 @@ def _tick_labels_in_view(axis) -> list[Text]:
     low, high = sorted(axis.get_view_interval())
     span = (high - low) * 1e-9
     labels = []
-    for locs, ticks in ((axis.get_majorticklocs(), axis.get_major_ticks), (axis.get_minorticklocs(), axis.get_minor_ticks)):
+    for locs, ticks in ((axis.get_majorticklocs(), axis.get_major_ticks),
+                        (axis.get_minorticklocs(), axis.get_minor_ticks)):
         for loc, tick in zip(locs, ticks(len(locs))):
             if low - span <= loc <= high + span:
                 labels += [tick.label1, tick.label2]

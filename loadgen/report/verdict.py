@@ -84,7 +84,10 @@ def _relay_lines(runs: Sequence[RunData], labels: list[str], bindings: dict[str,
     if "pd-cross" not in modes or "pdd" not in modes:
         return []
     (cross, _), (pdd, pdd_run) = modes["pd-cross"], modes["pdd"]
-    if getattr(bindings[cross], "phase", None) != "KV transfer" or getattr(bindings[pdd], "phase", None) == "KV transfer":
+    def phase(label: str) -> str | None:
+        return bindings[label].phase if bindings[label] is not None else None
+
+    if phase(cross) != "KV transfer" or phase(pdd) == "KV transfer":
         return []
     share = pdd_run.summary.rld_token_share or 0.0
     return [f"{pdd} takes the WAN out of the wait that binds {cross}: its relay decode (RLD) streams the first "
@@ -110,7 +113,8 @@ def verdict_lines(runs: Sequence[RunData]) -> list[str]:
                  f"({top.goodput_rps:.2f} req/s; {others})."]
     else:
         others = ", ".join(f"{label} {_ttft_p99(run)}" for label, run in zip(labels, runs) if run is not runs[index])
-        counts = ", ".join(f"{label} {run.summary.within_sla} of {run.summary.sent}" for label, run in zip(labels, runs))
+        counts = ", ".join(f"{label} {run.summary.within_sla} of {run.summary.sent}"
+                           for label, run in zip(labels, runs))
         lines = [f"Winner: {labels[index]}, with the shortest wait for the first token in the slowest 1% of "
                  f"requests (TTFT P99 {_ttft_p99(runs[index])}; {others}).",
                  f"SLA goodput does not separate them: requests within the SLA were {counts}."]

@@ -69,7 +69,8 @@ def comparison_runs(folder: Path = Path("runs")) -> list[RunData]:
     records = {
         "pd-intra": [_plain(i, p, 0.001, False, h) for i, (p, h) in enumerate(zip(prefill, hits))],
         "pd-cross": [_plain(i, p, t, True, h) for i, (p, t, h) in enumerate(zip(prefill, transfer, hits))],
-        "pdd": [_relayed(i, p, t, h, tokens=60 if i % 2 else 400) if h < 0.5 else _plain(i, p, t, True, h, pipeline="P-MD")
+        "pdd": [_relayed(i, p, t, h, tokens=60 if i % 2 else 400) if h < 0.5
+                else _plain(i, p, t, True, h, pipeline="P-MD")
                 for i, (p, t, h) in enumerate(zip(prefill, transfer, hits))],
     }
     costs = {"pd-intra": 11.96, "pd-cross": 13.56, "pdd": 16.55}
