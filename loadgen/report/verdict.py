@@ -66,6 +66,7 @@ def winner(runs: Sequence[RunData]) -> tuple[int, str]:
     # Counts, not rates: a run's window ends with its last answer, so equal counts can differ in rate.
     margin = max(1, round(TIE_SHARE * max(run.summary.sent for run in runs)))
     if all(runs[best].summary.within_sla - run.summary.within_sla <= margin for run in runs):
+
         def p99(i: int) -> float:
             value = runs[i].summary.ttft_s.p99
             return float("inf") if value is None else value
@@ -84,6 +85,7 @@ def _relay_lines(runs: Sequence[RunData], labels: list[str], bindings: dict[str,
     if "pd-cross" not in modes or "pdd" not in modes:
         return []
     (cross, _), (pdd, pdd_run) = modes["pd-cross"], modes["pdd"]
+
     def phase(label: str) -> str | None:
         return bindings[label].phase if bindings[label] is not None else None
 
