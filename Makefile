@@ -32,7 +32,7 @@ $(STAMP): $(RUN_STAMP)
 
 venv: $(STAMP) ## create or update the virtual environment in .venv, with every extra
 
-run: $(RUN_STAMP) ## the main job: three meshes under one load, compared (writes out/; about 4 min, .venv included)
+run: $(RUN_STAMP) ## the main job: three meshes under one load, compared (writes out/; about 3 min, .venv included)
 	$(BIN)/pdd-emu demo --out out
 
 test: $(STAMP) ## run the whole test suite (but the compose and chaos stages)
