@@ -92,3 +92,11 @@ class RoleError(Exception):
     def __init__(self, kind: ErrorKind, message: str, code: str | None = None) -> None:
         super().__init__(message)
         self.kind, self.message, self.code = kind, message, code
+
+
+class MissingExtra(ImportError):
+    """A tool beyond `make run` whose optional dependency (a pyproject extra) is not installed."""
+
+    def __init__(self, tool: str, package: str, extra: str) -> None:
+        super().__init__(f"{tool} needs {package}, which is not installed: pip install 'pdd-emu[{extra}]' "
+                         "(make venv installs every extra)")

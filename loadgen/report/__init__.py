@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,11 +23,13 @@ class Report:
 
 
 def build_report(run_dirs: Sequence[str | Path], out_dir: str | Path, sla: SlaConfig | None = None,
-                 wan_rate_bps: float | None = None) -> Report:
+                 wan_rate_bps: float | None = None,
+                 notes: Mapping[str, str] | Callable[[list[RunData]], Mapping[str, str]] | None = None) -> Report:
     """Read each bench output folder and write OUT/report.md, the PNGs and OUT/index.html.
 
     With `sla`, every run's goodput and attainment are recomputed from its records under it; with
-    `wan_rate_bps`, the WAN plot draws the line rate and never goes above it.
+    `wan_rate_bps`, the WAN plot draws the line rate and never goes above it. `notes` (or a function
+    of the runs that makes them) puts a sentence beside the table or a figure, keyed as captions.py.
     """
     if not run_dirs:
         raise ValueError("a report needs at least one bench output folder")
@@ -45,7 +47,9 @@ def build_report(run_dirs: Sequence[str | Path], out_dir: str | Path, sla: SlaCo
     goodput = plot_goodput_vs_rate(runs, out / "goodput_vs_rate.png")
     if goodput is not None:
         images["SLA goodput against offered rate"] = goodput
-    return Report(runs, markdown, images, write_index(out, runs, images))
+    if callable(notes):
+        notes = notes(runs)
+    return Report(runs, markdown, images, write_index(out, runs, images, notes))
 
 
 __all__ = ["Report", "build_report", "load_run"]

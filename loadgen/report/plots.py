@@ -42,23 +42,46 @@ def plot_ttft_cdf(runs: list[RunData], path: Path) -> Path:
     return save(figure, path)
 
 
+DECADES_FOR_LOG = 1.5  # a CDF whose data span more than this many decades gets a log time axis
+
+
 def draw_ttft_cdf(axes, runs: list[RunData]) -> None:
-    longest = 0.0
-    for run, label in zip(runs, distinct_labels(runs)):
+    """Each run's TTFT CDF and the SLA limit, always inside the axis: every legend entry is drawn."""
+    shortest, longest = np.inf, 0.0
+    for run, label, style in zip(runs, distinct_labels(runs), line_styles()):
         ttfts = np.sort([r["ttft_s"] for r in run.ok_records() if r["ttft_s"] is not None])
         if ttfts.size:
-            axes.step(ttfts, np.arange(1, ttfts.size + 1) / ttfts.size, where="post", label=label)
-            longest = max(longest, float(ttfts[-1]))
+            axes.step(ttfts, np.arange(1, ttfts.size + 1) / ttfts.size, where="post", label=label, **style)
+            shortest, longest = min(shortest, float(ttfts[0])), max(longest, float(ttfts[-1]))
     if longest > 0:
         sla = runs[0].summary.sla.ttft_s
-        beyond = sla > longest * 1.05
-        axes.axvline(sla, color="gray", linestyle=":", label=f"SLA {sla:g} s" + (" (right of the data)" if beyond else ""))
-        axes.set_xlim(0, longest * 1.05 if beyond else max(longest, sla) * 1.05)  # the data fill the plot
+        axes.axvline(sla, color="gray", linestyle=":", label=f"SLA: TTFT {sla:g} s")
+        right = max(longest, sla) * 1.3
+        if np.log10(right / max(shortest, 1e-6)) > DECADES_FOR_LOG:
+            axes.set_xscale("log")
+            axes.set_xlim(max(shortest, 1e-6) / 1.3, right)
+        else:
+            axes.set_xlim(0, right)
         axes.legend(loc="lower right")
     else:
         empty_note(axes, "no completed requests")
-    axes.set(xlabel="TTFT (s)", ylabel="share of requests", title="TTFT CDF", ylim=(0, 1.02))
-    axes.grid(alpha=0.3)
+    log = axes.get_xscale() == "log"
+    axes.set(xlabel="TTFT (s" + (", log scale)" if log else ")"), ylabel="share of requests", title="TTFT CDF",
+             ylim=(0, 1.02))
+    axes.grid(alpha=0.3, which="both" if log else "major")
+
+
+def line_styles():
+    """Colour, marker and dash per series, so lines that coincide stay told apart (colour alone hides them).
+
+    The nth run has the same colour in every figure of a report, bars included (matplotlib's Cn).
+    """
+    markers, dashes = ("o", "s", "^", "D", "v", "P"), ("-", "--", "-.", ":")
+    i = 0
+    while True:
+        yield {"color": f"C{i % 10}", "linestyle": dashes[i % len(dashes)], "marker": markers[i % len(markers)],
+               "markevery": 0.1, "markersize": 4}
+        i += 1
 
 
 def plot_goodput_vs_rate(runs: list[RunData], path: Path) -> Path | None:
@@ -91,12 +114,13 @@ def plot_hit_histogram(runs: list[RunData], path: Path) -> Path:
     width = 0.8 / max(1, len(runs))
     for i, (run, label) in enumerate(zip(runs, distinct_labels(runs))):
         shares = [100 * run.summary.hit_rate_bins.get(b, 0.0) for b in HIT_BIN_LABELS]
-        axes.bar(positions + (i - (len(runs) - 1) / 2) * width, shares, width,
+        axes.bar(positions + (i - (len(runs) - 1) / 2) * width, shares, width, color=f"C{i % 10}",
                  label=f"{label} (mean {run.summary.hit_rate_mean:.1%})")
-    axes.set_xticks(positions, [f"{b}%" for b in HIT_BIN_LABELS])
-    axes.set(xlabel="prefix hit rate", ylabel="share of requests (%)", title="Requests by prefix-hit rate")
+    axes.set_xticks(positions, [f"{b}%" for b in HIT_BIN_LABELS], fontsize=8)
+    axes.set(xlabel="prefix hit rate: seven bins of unequal width, finer near 100%",
+             ylabel="share of requests (%)", title="Requests by prefix-hit rate")
     axes.grid(alpha=0.3, axis="y")
-    axes.legend()
+    axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     return save(figure, path)
 
 
@@ -140,26 +164,33 @@ def throughput_buckets(spans: list[tuple[float, float, float]], bucket_s: float,
     return volume
 
 
+def nice_bin(seconds: float) -> float:
+    """The smallest of 1, 2, 5 times a power of ten at or above `seconds`: a bin width a reader can use."""
+    power = 10 ** np.floor(np.log10(max(seconds, 1e-3)))
+    return float(next(step * power for step in (1, 2, 5, 10) if step * power >= seconds - 1e-12))
+
+
 def plot_wan_throughput(runs: list[RunData], path: Path, line_rate_bps: float | None = None) -> Path:
+    """Every run's KV over the WAN in one bin width (about 40 bins over the longest run), stated on the axis."""
     figure = new_figure()
     axes = figure.add_subplot()
-    plotted = False
-    for run, label in zip(runs, distinct_labels(runs)):
-        spans = transfer_intervals(run)
-        if not spans:
+    spans = {label: transfer_intervals(run) for run, label in zip(runs, distinct_labels(runs))}
+    ends = [end for run_spans in spans.values() for _, end, _ in run_spans]
+    bucket = nice_bin(max(ends) / 40) if ends else 1.0
+    for (label, run_spans), style in zip(spans.items(), line_styles()):  # a run without WAN keeps its colour
+        if not run_spans:
             continue
-        end = max(e for _, e, _ in spans)
-        bucket = max(0.01, end / 40)
-        buckets = int(end // bucket) + 2
-        volume = throughput_buckets(spans, bucket, buckets, line_rate_bps)
-        axes.step(np.arange(buckets) * bucket, volume * 8 / bucket / 1e9, where="post", label=label)
-        plotted = True
-    if plotted:
+        buckets = int(max(e for _, e, _ in run_spans) // bucket) + 2
+        volume = throughput_buckets(run_spans, bucket, buckets, line_rate_bps)
+        style = {**style, "markevery": max(1, buckets // 10)}
+        axes.step(np.arange(buckets) * bucket, volume * 8 / bucket / 1e9, where="post", label=label, **style)
+    if ends:
         if line_rate_bps:
             axes.axhline(line_rate_bps / 1e9, color="gray", linestyle=":", label=f"line {line_rate_bps / 1e9:g} Gbit/s")
-        axes.legend()
+        axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     else:
         empty_note(axes, "no request reported WAN bytes")
-    axes.set(xlabel="time since start (s)", ylabel="WAN throughput (Gbit/s, emulated)", title="KV over the WAN")
+    axes.set(xlabel=f"time since start (s), {bucket:g} s bins",
+             ylabel="WAN throughput (Gbit/s, emulated)", title="KV over the WAN")
     axes.grid(alpha=0.3)
     return save(figure, path)

@@ -18,7 +18,8 @@ def _triple(p: Percentiles) -> list[str]:
 
 def table_rows(runs: list[RunData]) -> tuple[list[str], list[list[str]]]:
     with_cost = any(run.summary.cost_per_hour is not None for run in runs)
-    header = ["run", "rate req/s", "concurrency", "sent", "ok", "TTFT P50 s", "TTFT P90 s", "TTFT P99 s",
+    header = ["run", "offered req/s", "sent req/s", "concurrency", "sent", "ok", "TTFT P50 s", "TTFT P90 s",
+              "TTFT P99 s",
               "TPOT P50 s", "TPOT P90 s", "TPOT P99 s", "E2E P50 s", "E2E P90 s", "E2E P99 s",
               "SLA goodput req/s", "within SLA"]
     if with_cost:
@@ -29,7 +30,9 @@ def table_rows(runs: list[RunData]) -> tuple[list[str], list[list[str]]]:
         s = run.summary
         rate = f"{s.offered_rate:g}" if s.offered_rate is not None else "-" if s.concurrency else "trace"
         concurrency = str(s.concurrency) if s.concurrency else "-"  # closed loop: users, not a rate
-        row = [label, rate, concurrency, str(s.sent), str(s.completed), *_triple(s.ttft_s), *_triple(s.tpot_s), *_triple(s.e2e_s),
+        sent_rate = f"{s.sent / s.window_s:.3f}" if s.window_s else "-"
+        row = [label, rate, sent_rate, concurrency, str(s.sent), str(s.completed), *_triple(s.ttft_s),
+               *_triple(s.tpot_s), *_triple(s.e2e_s),
                f"{s.goodput_rps:.3f}", f"{s.sla_attainment:.1%}"]
         if with_cost:
             row += ["-" if s.cost_per_hour is None else f"{s.cost_per_hour:.2f}",
@@ -37,6 +40,21 @@ def table_rows(runs: list[RunData]) -> tuple[list[str], list[list[str]]]:
         row += ["-" if s.rld_token_share is None else f"{s.rld_token_share:.1%}", f"{s.wan_bytes / 1e9:.3f}"]
         rows.append(row)
     return header, rows
+
+
+TERMINAL_COLUMNS = ("run", "sent req/s", "sent", "ok", "TTFT P50 s", "TTFT P90 s", "TTFT P99 s", "TPOT P50 s",
+                    "SLA goodput req/s", "within SLA", "cost $/h", "BCR", "RLD share")
+
+
+def text_table(runs: list[RunData]) -> str:
+    """The table's main columns as aligned plain text, for a terminal (the report has them all)."""
+    header, rows = table_rows(runs)
+    keep = [i for i, name in enumerate(header) if name in TERMINAL_COLUMNS]
+    cells = [[header[i] for i in keep]] + [[row[i] for i in keep] for row in rows]
+    widths = [max(len(line[c]) for line in cells) for c in range(len(keep))]
+    lines = ["  ".join(cell.ljust(w) if c == 0 else cell.rjust(w) for c, (cell, w) in enumerate(zip(line, widths)))
+             for line in cells]
+    return "\n".join(line.rstrip() for line in lines)
 
 
 def markdown_table(runs: list[RunData]) -> str:

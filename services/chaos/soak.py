@@ -31,6 +31,7 @@ import loadgen
 from services.chaos.mesh import ChaosMesh
 from services.chaos.resources import wait_at_rest
 from services.chaos.scenarios import STEADY_WORKLOAD
+from services.types import MissingExtra
 
 RATED_USERS = 6
 WARMUP_SHARE = 0.2  # RSS "at start" is read this far into the run: after the caches warmed up
@@ -152,6 +153,8 @@ async def _left_busy(mesh: ChaosMesh) -> list[str]:
 
 def _locust(url: str, csv_prefix: Path, duration_s: float, users: int, seed: int) -> dict[tuple[str, str], dict]:
     locust = Path(sys.executable).with_name("locust")
+    if not locust.exists():
+        raise MissingExtra("the soak", "Locust", "load")
     locustfile = Path(loadgen.__file__).parent / "locustfile.py"
     env = {k: v for k, v in os.environ.items() if not k.startswith("PDD_")}
     env |= {"PDD_WORKLOAD": STEADY_WORKLOAD, "PDD_SEED": str(seed), "PDD_TIMEOUT_S": str(REQUEST_DEADLINE_S)}

@@ -11,6 +11,9 @@ import argparse
 import importlib
 import sys
 
+from services.cli.errors import fail
+from services.types import MissingExtra
+
 COMMANDS = (
     "predict",
     "calibrate",
@@ -48,6 +51,8 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
         return 130
+    except MissingExtra as exc:  # a tool beyond `make run` whose extra is not installed
+        fail(str(exc))
 
 
 if __name__ == "__main__":

@@ -2,11 +2,12 @@
 
 For every scenario in turn: start its mesh as local processes, run the
 open-loop benchmark client against its router for `--duration` seconds, stop
-the mesh. Then `loadgen.report` writes the table, the plots and index.html.
-Beside the live meshes, the economics experiment answers "does PDD pay?" in the
-simulator (`experiment economics --quick`, docs/results.md "Economics"): each
-mini deployment's goodput within SLA on a grid of agent populations, its cost,
-and the BCR gain that follows; `--economics off` skips it.
+the mesh. Then `loadgen.report` writes the table, the plots and index.html, and
+the run ends with a plain-words summary (loadgen/report/verdict.py): the winner,
+the binding stage of each deployment, and the report's path, as its last lines.
+`--economics quick` adds the simulated economics (`experiment economics
+--quick`, docs/results.md "Economics") before that summary; it is off by
+default, so `make run` stays within 5 minutes on 2 cores.
 """
 
 from __future__ import annotations
@@ -33,11 +34,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                                                                      "(default: %(default)s)")
     demo.add_argument("--workload", default=DEFAULT_WORKLOAD, help="workload SPEC (default: %(default)s)")
     demo.add_argument("--rate", type=float, default=1.0, help="open-loop requests per second (default: %(default)s)")
-    demo.add_argument("--duration", type=float, default=60.0, help="seconds of load per scenario")
+    demo.add_argument("--duration", type=float, default=45.0,
+                      help="seconds of load per scenario (default: %(default)s, which keeps `make run` within "
+                           "5 minutes on 2 cores)")
     demo.add_argument("--seed", type=int, default=0, help="workload seed, the same for every scenario")
     demo.add_argument("--out", type=Path, default=Path("out"), help="where runs and the report go")
-    demo.add_argument("--economics", choices=("quick", "off"), default="quick",
-                      help="after the meshes, the simulated economics comparison (default: %(default)s)")
+    demo.add_argument("--economics", choices=("quick", "off"), default="off",
+                      help="after the meshes, the simulated economics comparison, about a minute "
+                           "(default: %(default)s)")
     demo.set_defaults(func=cmd_demo)
 
 
@@ -45,6 +49,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from loadgen.bench.config import BenchConfig
     from loadgen.bench.runner import run_bench
     from loadgen.report import build_report
+    from loadgen.report.table import text_table
+    from loadgen.report.verdict import summary_lines
+    from services.experiments.scale_notes import mini_scale_notes
     from loadgen.spec import SpecError, parse_spec
 
     try:
@@ -78,21 +85,19 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print(f"   sent {summary.sent}, completed {summary.completed}, failed {summary.failed}", flush=True)
         run_dirs.append(run_dir)
     wan_rates = {scenario.wan.rate_bps for scenario in scenarios}
-    report = build_report(run_dirs, args.out / "report", wan_rate_bps=wan_rates.pop() if len(wan_rates) == 1 else None)
-    print()
-    print(report.markdown)
-    print(f"\nreport: {report.index.resolve()}  ({time.monotonic() - started_at:.0f} s)")
-    if args.economics == "quick":
-        _economics(args.out / "economics")
+    report = build_report(run_dirs, args.out / "report", wan_rate_bps=wan_rates.pop() if len(wan_rates) == 1 else None,
+                          notes=mini_scale_notes)
+    print(f"\n{text_table(report.runs)}\n\nmeshes and report: {time.monotonic() - started_at:.0f} s", flush=True)
+    extra = _economics(args.out / "economics") if args.economics == "quick" else []
+    print("\n" + "\n".join(summary_lines(report.runs, report.index.resolve(), extra)))
     return 0
 
 
-def _economics(out: Path) -> None:
-    """Does PDD pay? The simulated mini-scale economics, its table and where each figure comes from."""
+def _economics(out: Path) -> list[str]:
+    """Does PDD pay? The simulated mini-scale economics; its progress is printed, its answer summarised."""
     from services.experiments.runner import run_experiment
 
     print("\n== economics, simulated (experiment economics --quick): max goodput within SLA per $/h", flush=True)
-    result = asyncio.run(run_experiment("economics", True, out, lambda line: print(line, flush=True)))
-    print(result.markdown())
-    print(f"economics: {(out / 'report.md').resolve()}; formulas and the report-scale run: docs/results.md, "
-          f"\"Economics\" (pdd-emu experiment economics)")
+    asyncio.run(run_experiment("economics", True, out, lambda line: print(line, flush=True)))
+    return [f"Economics (simulated, mini scale): {(out / 'report.md').resolve()}; the report-scale run and "
+            f"its formulas: docs/results.md, \"Economics\"."]

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from services.engine.pieces import BYTE_ALPHABET, CONTINUATION, MARK
 from services.engine.tokens import WordTokenizer
+from services.types import MissingExtra
 
 def vocabulary(vocab_size: int) -> dict[str, int]:
     """Token string -> id: the words, then each byte as a piece's first byte, then as a continuation."""
@@ -45,7 +46,10 @@ def merges() -> list[tuple[str, str]]:
 
 
 def build(vocab_size: int):
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    try:
+        from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers  # the `tokenizer` extra
+    except ImportError:
+        raise MissingExtra("pdd-emu tokenizer export", "tokenizers", "tokenizer") from None
 
     model = models.BPE(vocabulary(vocab_size), merges(), continuing_subword_prefix=CONTINUATION, ignore_merges=True)
     tokenizer = Tokenizer(model)

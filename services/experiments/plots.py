@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from loadgen.report.plots import new_figure, save
+from loadgen.report.plots import line_styles, new_figure, save
 from services.experiments.bathtub import BathtubPoint
 from services.experiments.goodput import THRESHOLD
 
@@ -14,23 +14,30 @@ from services.experiments.goodput import THRESHOLD
 def plot_sweep(steps: dict[str, list[dict]], path: Path, knees: dict[str, tuple[float, float]] | None = None) -> Path:
     """Per deployment, against the number of agents: share within SLA (left) and goodput (right).
 
-    `knees` marks a deployment's max goodput (load, goodput) with a dashed line and a star.
+    Each deployment has its own colour, dash and marker, the markers shrinking from the first to
+    the last, so a line drawn over another leaves it visible. `knees` marks a deployment's max
+    goodput (load, goodput) with a star and a thin vertical line at its load; the legend names both.
     """
     figure = new_figure(10.0, 4.2)
     left, right = figure.add_subplot(1, 2, 1), figure.add_subplot(1, 2, 2)
-    for label, points in steps.items():
+    for i, ((label, points), style) in enumerate(zip(steps.items(), line_styles())):
+        style = {**style, "markevery": None, "markersize": 9 - 2 * min(i, 3), "linewidth": 2.2 - 0.4 * min(i, 3)}
         users = [p["users"] for p in points]
-        left.plot(users, [p["attainment"] for p in points], marker="o", label=label)
-        line, = right.plot(users, [p["goodput_rps"] for p in points], marker="o", label=label)
+        left.plot(users, [p["attainment"] for p in points], label=label, **style)
+        right.plot(users, [p["goodput_rps"] for p in points], label=label, **style)
         if knees and label in knees:
             load, goodput = knees[label]
             for axes in (left, right):
-                axes.axvline(load, color=line.get_color(), linestyle="--", alpha=0.6)
-            right.plot([load], [goodput], marker="*", markersize=14, color=line.get_color())
+                axes.axvline(load, color=style["color"], linestyle=(0, (2, 4)), linewidth=0.8, alpha=0.7)
+            right.plot([load], [goodput], marker="*", markersize=14, color=style["color"], linestyle="none",
+                       markeredgecolor="black", markeredgewidth=0.5)
     left.axhline(THRESHOLD, color="gray", linestyle=":", label="90% within SLA")
     left.set_ylabel("share of requests within SLA")
     left.set_ylim(0, 1.05)
     right.set_ylabel("goodput (req/s within SLA, emulated)")
+    if knees:
+        right.plot([], [], marker="*", markersize=10, color="gray", linestyle="none", label="max goodput (the knee)")
+        right.plot([], [], color="gray", linestyle=(0, (2, 4)), linewidth=0.8, label="the knee's load")
     for axes in (left, right):
         axes.set_xlabel("agents")
         axes.grid(alpha=0.3)

@@ -1,11 +1,16 @@
 """compose.yaml without Docker: no variable to set, tokens made inside the stack and mounted only where used,
-restart policies."""
+restart policies, and the project name, port and image tag taken from the environment."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,3 +49,25 @@ def test_services_restart_on_failure_and_one_shot_tools_do_not():
     one_shots = {"plan", "tokens", "locust", "chaos", "wan-netem"}
     for name, service in _services().items():
         assert service["restart"] == ("no" if name in one_shots else "on-failure:5"), name
+
+
+def _compose_config(env: dict[str, str]) -> dict | None:
+    """`docker compose config` as JSON (the CLI alone, no engine); None where the Compose CLI is missing."""
+    if shutil.which("docker") is None:
+        return None
+    done = subprocess.run(["docker", "compose", "-f", str(COMPOSE), "config", "--format", "json"],
+                          env={**os.environ, **env}, capture_output=True, text=True, timeout=60)
+    return json.loads(done.stdout) if done.returncode == 0 else None
+
+
+def test_the_project_name_port_and_image_come_from_the_environment():
+    default = _compose_config({"COMPOSE_PROJECT_NAME": ""})
+    if default is None:
+        pytest.skip("needs the Docker Compose CLI (`docker compose config` reads the file, no engine)")
+    assert default["name"] == "pdd-emu"
+    config = _compose_config({"COMPOSE_PROJECT_NAME": "pdd-b", "PDD_EMU_PORT": "8100", "PDD_EMU_IMAGE": "pdd-emu:b"})
+    assert config["name"] == "pdd-b"
+    (published,) = config["services"]["router"]["ports"]
+    assert str(published["published"]) == "8100" and published["target"] == 8000
+    assert {service["image"] for name, service in config["services"].items() if "build" in service or
+            name in ("router", "prefill")} == {"pdd-emu:b"}

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import aiohttp
 
-IMAGES = "JSON.stringify(Array.from(document.images, i => [i.getAttribute('src'), i.complete, i.naturalWidth]))"
+IMAGES = ("JSON.stringify(Array.from(document.images, i => [i.getAttribute('src'), i.complete, i.naturalWidth, "
+          "(i.closest('figure')?.querySelector('figcaption')?.innerText) || '']))")
 
 
 def chromium() -> str | None:
@@ -31,8 +32,8 @@ async def _devtools_port(profile: Path, deadline_s: float) -> int:
     return int(marker.read_text().split()[0])
 
 
-async def inspect_page(page: Path, screenshot: Path, deadline_s: float = 60.0) -> list[tuple[str, bool, int]]:
-    """(src, complete, natural width) of every <img> on `page` once it has loaded; writes a PNG screenshot."""
+async def inspect_page(page: Path, screenshot: Path, deadline_s: float = 60.0) -> list[tuple[str, bool, int, str]]:
+    """(src, complete, natural width, caption) of every <img> on `page` once loaded; writes a PNG screenshot."""
     with tempfile.TemporaryDirectory() as profile:
         process = subprocess.Popen(
             [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--remote-debugging-port=0",

@@ -117,6 +117,6 @@ def test_stamps_open_the_phase_that_follows_them(stamp, pipeline, handed_off, ph
 async def test_every_image_of_the_report_loads_in_a_real_browser(fake_router, tmp_path):
     report = build_report(await two_rates(fake_router, tmp_path), tmp_path / "report")
     images = await inspect_page(report.index, tmp_path / "screenshot.png")
-    assert {src for src, _, _ in images} == {p.name for p in report.images.values()}
-    assert all(complete and width > 0 for _, complete, width in images), images
+    assert {src for src, *_ in images} == {p.name for p in report.images.values()}
+    assert all(complete and width > 0 for _, complete, width, _ in images), images
     assert_real_picture(tmp_path / "screenshot.png")

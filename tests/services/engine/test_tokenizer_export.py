@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import random
+import sys
 
+import pytest
 from tokenizers import Tokenizer
 
 from services.engine.tokens import WordTokenizer
@@ -66,3 +68,13 @@ def test_n_ids_cut_from_english_decode_to_a_text_of_n_ids(cli, tmp_path):  # noq
 def test_an_unknown_model_is_a_clear_error(cli, tmp_path):  # noqa: F811
     code, _, err = cli("tokenizer", "export", str(tmp_path), "--model", "no-such-model")
     assert code == 2 and "no-such-model" in err
+
+
+def test_without_the_tokenizer_extra_the_command_names_the_pip_line(tmp_path, monkeypatch, capsys):
+    from services.cli import main
+
+    monkeypatch.setitem(sys.modules, "tokenizers", None)  # `import tokenizers` now raises ImportError
+    with pytest.raises(SystemExit) as exit_:
+        main(["tokenizer", "export", str(tmp_path)])
+    assert exit_.value.code == 2 and "pip install 'pdd-emu[tokenizer]'" in capsys.readouterr().err
+    assert not (tmp_path / "tokenizer.json").exists()
