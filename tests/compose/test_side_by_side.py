@@ -18,7 +18,7 @@ import time
 import pytest
 
 from tests.compose.local_plan import distinct_free_ports
-from tests.compose.stack import COMPOSE_FILE, LINK_TOKEN, REPO, UP_TIMEOUT_S, stream_completion
+from tests.compose.stack import COMPOSE_FILE, REPO, UP_TIMEOUT_S, stream_completion
 from tests.tolerance import assert_at_most
 from tests.waiting import until
 
@@ -42,7 +42,7 @@ def test_a_second_stack_runs_beside_the_first_and_make_down_returns_in_seconds(s
     port = next(p for p in distinct_free_ports(2) if p != stack.port)
     project = f"{stack.project}-b"
     env = {**os.environ, "COMPOSE_PROJECT_NAME": project, "PDD_EMU_PORT": str(port),
-           "PDD_EMU_LINK_TOKEN": LINK_TOKEN, "PDD_EMU_SCENARIO": "pdd-mini", "PDD_EMU_SET": ""}
+           "PDD_EMU_SCENARIO": "pdd-mini", "PDD_EMU_SET": ""}  # no token: the stack makes its own
     try:
         up = subprocess.run(["docker", "compose", "-f", str(COMPOSE_FILE), "up", "-d", "--wait", "--wait-timeout",
                              str(UP_TIMEOUT_S)], env=env, capture_output=True, text=True, timeout=UP_TIMEOUT_S + 60)
