@@ -20,8 +20,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from services.credentials import LINK_TOKEN_FILE, LINK_TOKEN_FILE_ENV, MESH_TOKEN_FILE_ENV, link_token, new_token, \
-    write_token
+from services.credentials import LINK_TOKEN_FILE, LINK_TOKEN_FILE_ENV, MESH_TOKEN_FILE_ENV, link_token, new_token, write_token
 from services.scenario.link_config import real_link_config
 from services.scenario.plan import LinkPlan, MeshPlan, ServicePlan
 from services.types import Role
@@ -78,14 +77,13 @@ def kept(name: str, cmd: list[str], run_dir: Path, health_url: str) -> list[str]
 
 
 def make_tokens(run_dir: Path) -> None:
-    """RUN_DIR/mesh-token (services/rpc/auth.py), new, and RUN_DIR/link-token (netem/control.py): the user's
-    $PDD_EMU_LINK_TOKEN if set, else new. Owner-only files; processes get their paths, never a token."""
+    """RUN_DIR/mesh-token (services/rpc/auth.py) and RUN_DIR/link-token (netem/control.py; the user's own if set),
+    owner-only. Processes get paths, never tokens; link-token's only the links and the router (`link_control`)."""
     write_token((run_dir / TOKEN_FILE).resolve(), new_token())
     write_token((run_dir / LINK_TOKEN_FILE).resolve(), link_token() or new_token())
 
 
 def _spawn(name: str, cmd: list[str], run_dir: Path, link_control: bool = False) -> int:
-    # link_control: it serves or calls the links' control API (a link; the router, for its dashboard).
     logs = run_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     (run_dir / STATUS_DIR).mkdir(parents=True, exist_ok=True)
@@ -167,7 +165,7 @@ def start_mesh(plan: MeshPlan, run_dir: Path, timeout_s: float = 60.0) -> list[S
         for link in plan.links:
             health = f"http://{link.host}:{link.control_port}/health"
             cmd = kept(link.name, link_command(link, scale, seed, run_dir), run_dir, health)
-            started.append(Started(link.name, _spawn(link.name, cmd, run_dir, link_control=True), health, tuple(cmd)))
+            started.append(Started(link.name, _spawn(link.name, cmd, run_dir, True), health, tuple(cmd)))
         for role in START_ORDER:
             for service in plan.with_role(role):
                 health = f"http://{service.host}:{service.http_port}/health"
