@@ -56,7 +56,7 @@ async def run(args: argparse.Namespace) -> None:
         for name in names:
             lag = service_stats(plan, name)["loop_lag_s"]
             print(f"  {name:<14}{lag['p50'] * 1e3:12.2f}{lag['p99'] * 1e3:12.2f}{lag['samples']:9d}")
-        wan = link_stats(plan, "wan")["up"]
+        wan = link_stats(plan, "wan", Path(tmp))["up"]
         print(f"  wan link: late mean {wan['late_mean_s'] * 1e3:.2f} ms, late max {wan['late_max_s'] * 1e3:.2f} ms")
 
 

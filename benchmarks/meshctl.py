@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from services.credentials import link_token
 from services.experiments.dilation import dilate_scenario
 from services.launcher.plan import build_plan
 from services.scenario.plan import MeshPlan
@@ -36,7 +37,10 @@ def service_stats(plan: MeshPlan, name: str, reset_lag: bool = False) -> dict:
         return json.loads(reply.read())
 
 
-def link_stats(plan: MeshPlan, kind: str) -> dict:
+def link_stats(plan: MeshPlan, kind: str, run_dir: Path) -> dict:
+    """The control-API counters of the first link of `kind`, with the mesh's RUN_DIR/link-token."""
     link = next(l for l in plan.links if l.kind == kind)
-    with urllib.request.urlopen(f"http://{link.host}:{link.control_port}/stats", timeout=10) as reply:
+    request = urllib.request.Request(f"http://{link.host}:{link.control_port}/stats",
+                                     headers={"Authorization": f"Bearer {link_token(run_dir=run_dir)}"})
+    with urllib.request.urlopen(request, timeout=10) as reply:
         return json.loads(reply.read())

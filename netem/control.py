@@ -12,7 +12,9 @@
     POST /reset                  reset every open connection
 
 Bound to loopback it may run without a token; anywhere else it refuses to
-start without one. With a token every call needs `Authorization: Bearer <token>`.
+start without one. With a token every call but GET /health (liveness, which a
+keeper probes without credentials; it changes nothing) needs
+`Authorization: Bearer <token>`.
 Every answer, errors included (unknown route, oversized body, a defect), is JSON;
 the API never reads a file named by a caller.
 """
@@ -77,6 +79,8 @@ def _auth_middleware(token: str) -> Callable[[web.Request, Handler], Awaitable[w
 
     @web.middleware
     async def check(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.method == "GET" and request.path == "/health":
+            return await handler(request)
         given = request.headers.get("Authorization", "").encode()
         if not hmac.compare_digest(given, expected):
             raise _error(web.HTTPUnauthorized, "missing or wrong bearer token", **{"WWW-Authenticate": "Bearer"})

@@ -18,6 +18,7 @@ from pathlib import Path
 import aiohttp
 
 from netem.client import ControlClient
+from services.credentials import link_token
 from services.launcher.plan import build_plan
 from services.scenario.plan import LinkPlan, MeshPlan, ServicePlan
 from services.launcher.processes import Started, _alive, _healthy, keeper_status, start_mesh, stop_processes
@@ -39,10 +40,12 @@ class ChaosMesh:
         self.plan: MeshPlan = build_plan(self.scenario)
         self.run_dir = run_dir
         self.processes: dict[str, Started] = {}
+        self.link_token: str | None = None
 
     # -- lifecycle -------------------------------------------------------
     def start(self) -> None:
         self.processes = {p.name: p for p in start_mesh(self.plan, self.run_dir)}
+        self.link_token = link_token(run_dir=self.run_dir)  # RUN_DIR/link-token, unless the user set their own
 
     def stop(self) -> None:
         stop_processes(list(self.processes.values()), run_dir=self.run_dir)
@@ -66,7 +69,7 @@ class ChaosMesh:
 
     def link(self, http: aiohttp.ClientSession, link: LinkPlan) -> ControlClient:
         """The control API of one planned link (netem/client.py); its calls raise ControlError."""
-        return ControlClient(http, f"http://{link.host}:{link.control_port}", timeout_s=STATS_TIMEOUT_S)
+        return ControlClient(http, f"http://{link.host}:{link.control_port}", self.link_token, STATS_TIMEOUT_S)
 
     def service_pid(self, name: str) -> int | None:
         """The pid of the service itself (the keeper's child), which changes when it is restarted."""

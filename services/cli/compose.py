@@ -124,7 +124,7 @@ async def _chaos(args: argparse.Namespace, plan: MeshPlan, links: list[LinkPlan]
     import aiohttp
 
     from netem.client import ControlClient, ControlError
-    from services.launcher.link_host import link_token
+    from services.credentials import link_token
     from services.scenario.link_config import real_fields
 
     failed, token = False, link_token()

@@ -9,19 +9,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import signal
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from services.cli.errors import fail
+from services.credentials import LINK_TOKEN_ENV, LINK_TOKEN_FILE_ENV, MissingToken, link_token
 from services.cli.loop import run as run_loop
 
 if TYPE_CHECKING:
     from netem.config import LinkConfig
 
-TOKEN_ENV = "PDD_EMU_LINK_TOKEN"
 SHAPING_FLAGS = ("delay", "jitter", "jitter_dist", "correlation", "rate", "queue", "loss")
 
 
@@ -50,8 +49,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="the whole config as JSON, as GET /config returns it (instead of the shaping flags)")
     p.add_argument("--schedule", default=None, metavar="FILE", help="YAML timeline to play from the start")
     p.add_argument("--control", default=None, metavar="HOST:PORT", help="serve the control API here")
-    p.add_argument("--control-token", default=os.environ.get(TOKEN_ENV), metavar="T",
-                   help=f"bearer token for the control API (or ${TOKEN_ENV}); required off loopback")
+    p.add_argument("--control-token", default=None, metavar="T",
+                   help=f"bearer token for the control API (or ${LINK_TOKEN_FILE_ENV} naming a file that holds "
+                        f"it, or ${LINK_TOKEN_ENV}); required off loopback")
     p.add_argument("--seed", type=int, default=None, metavar="N", help="seed for jitter and loss draws")
     p.add_argument("--name", default="link", help="the link's name, its metrics' `link` label (e.g. wan)")
     p.add_argument("--backend", choices=("userspace", "kernel"), default="userspace",
@@ -78,11 +78,15 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
         fail(str(err))
     if args.backend == "kernel" and args.schedule:
         fail("--schedule needs the userspace backend: qdiscs are set once, at start")
+    try:
+        args.control_token = args.control_token or link_token()
+    except MissingToken as err:
+        fail(str(err))
     if options["control"] and not args.control_token:
         from netem.control import is_loopback
 
         if not is_loopback(options["control"][0]):
-            fail(f"--control {args.control} is not loopback: give --control-token (or ${TOKEN_ENV})")
+            fail(f"--control {args.control} is not loopback: give --control-token (or ${LINK_TOKEN_ENV})")
     return options
 
 

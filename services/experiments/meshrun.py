@@ -21,6 +21,7 @@ import aiohttp
 
 from loadgen.summary import SlaConfig
 from netem.client import ControlClient
+from services.credentials import link_token
 from services.launcher.plan import build_plan
 from services.scenario.link_config import real_fields
 from services.scenario.plan import MeshPlan
@@ -83,13 +84,15 @@ def service_overheads(plan: MeshPlan, reset: bool = False) -> tuple[dict[str, fl
     return lags, late
 
 
-async def set_wan_rate(plan: MeshPlan, factor: float) -> None:
-    """Run every WAN link at `factor` x its planned rate (netem's control API; docs/experiments.md §Steady state)."""
+async def set_wan_rate(plan: MeshPlan, factor: float, token: str | None) -> None:
+    """Run every WAN link at `factor` x its planned rate (netem's control API; docs/experiments.md §Steady state).
+
+    token: the links' control token (the mesh's RUN_DIR/link-token)."""
     async with aiohttp.ClientSession() as http:
         for link in plan.links:
             if link.kind == "wan" and link.purpose == "kv":  # the KV line; gRPC keeps its planned rate
                 patch = real_fields(link, {"rate": link.spec.rate_bps * factor}, plan.scenario.byte_scale)
-                await ControlClient(http, f"http://{link.host}:{link.control_port}", timeout_s=STATS_TIMEOUT_S
+                await ControlClient(http, f"http://{link.host}:{link.control_port}", token, STATS_TIMEOUT_S
                                     ).patch_config({"both": patch})
 
 
@@ -106,16 +109,17 @@ async def run_deployment(scenario: Scenario, workload: str, stairs: Staircase, o
     plan = build_plan(dilate_scenario(scenario, stairs.dilation))
     started = time.monotonic()
     processes = await asyncio.to_thread(start_mesh, plan, out_dir / "mesh")
+    token = link_token(run_dir=out_dir / "mesh")
     try:
         await asyncio.to_thread(service_overheads, plan, True)  # start-up is not part of the run
-        await set_wan_rate(plan, WARMUP_WAN_FACTOR)
+        await set_wan_rate(plan, WARMUP_WAN_FACTOR, token)
         url = f"http://{plan.router.host}:{plan.router.http_port}"
         watcher = asyncio.create_task(observe(plan)) if observe is not None else None
         try:
             steps = await run_staircase(url, scenario.model, workload, stairs, out_dir / "bench",
                                         SlaConfig(ttft_s=scenario.sla.ttft_s, tpot_s=scenario.sla.tpot_s),
                                         label=scenario.name, cost_per_hour=cost_per_hour(scenario),
-                                        after_ramp=lambda: set_wan_rate(plan, 1.0))
+                                        after_ramp=lambda: set_wan_rate(plan, 1.0, token))
         finally:
             if watcher is not None:
                 watcher.cancel()

@@ -27,19 +27,12 @@ from netem.client import ControlError, call_once
 from netem.control import ControlServer
 from netem.link import UserspaceLink
 from netem.schedule import load_schedule
-from services.credentials import token_from
+from services.credentials import link_token
 from services.scenario.link_config import real_link_config
 from services.scenario.plan import LinkPlan, MeshPlan
 from services.http_limits import HttpLimits, start_http
 
 log = logging.getLogger(__name__)
-TOKEN_ENV = "PDD_EMU_LINK_TOKEN"  # the same variable `pdd-emu link` reads
-TOKEN_FILE_ENV = "PDD_EMU_LINK_TOKEN_FILE"  # or a file holding it (compose: the link-token volume)
-
-
-def link_token() -> str | None:
-    """The links' control token: from $PDD_EMU_LINK_TOKEN_FILE, else $PDD_EMU_LINK_TOKEN; None for none."""
-    return token_from(os.environ, TOKEN_ENV, TOKEN_FILE_ENV)
 
 
 @dataclass

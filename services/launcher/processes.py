@@ -20,7 +20,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from services.credentials import MESH_TOKEN_FILE_ENV, new_token, write_token
+from services.credentials import LINK_TOKEN_FILE, LINK_TOKEN_FILE_ENV, MESH_TOKEN_FILE_ENV, link_token, new_token, write_token
 from services.scenario.link_config import real_link_config
 from services.scenario.plan import LinkPlan, MeshPlan, ServicePlan
 from services.types import Role
@@ -76,22 +76,22 @@ def kept(name: str, cmd: list[str], run_dir: Path, health_url: str) -> list[str]
             "--", *cmd]
 
 
-def make_token(run_dir: Path) -> Path:
-    """A new deployment token in RUN_DIR/mesh-token, readable by its owner only (services/rpc/auth.py).
-
-    The processes get the file's path in their environment, never the token on a command line."""
-    path = (run_dir / TOKEN_FILE).resolve()
-    write_token(path, new_token())
-    return path
+def make_tokens(run_dir: Path) -> None:
+    """RUN_DIR/mesh-token (services/rpc/auth.py) and RUN_DIR/link-token (netem/control.py; the user's own if set),
+    owner-only. Processes get paths, never tokens; link-token's only the links and the router (`link_control`)."""
+    write_token((run_dir / TOKEN_FILE).resolve(), new_token())
+    write_token((run_dir / LINK_TOKEN_FILE).resolve(), link_token() or new_token())
 
 
-def _spawn(name: str, cmd: list[str], run_dir: Path) -> int:
+def _spawn(name: str, cmd: list[str], run_dir: Path, link_control: bool = False) -> int:
     logs = run_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     (run_dir / STATUS_DIR).mkdir(parents=True, exist_ok=True)
     (run_dir / STATUS_DIR / f"{name}.json").unlink(missing_ok=True)
     with open(logs / f"{name}.log", "ab") as log:
         env = {**os.environ, MESH_TOKEN_FILE_ENV: str((run_dir / TOKEN_FILE).resolve())}
+        if link_control:
+            env[LINK_TOKEN_FILE_ENV] = str((run_dir / LINK_TOKEN_FILE).resolve())
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 start_new_session=True, cwd=os.getcwd(), env=env)
     return proc.pid
@@ -158,19 +158,20 @@ def start_mesh(plan: MeshPlan, run_dir: Path, timeout_s: float = 60.0) -> list[S
     plan_path = (run_dir / PLAN_FILE).resolve()
     plan = plan.model_copy(update={"status_dir": str((run_dir / STATUS_DIR).resolve())})
     plan.save(plan_path)
-    make_token(run_dir)
+    make_tokens(run_dir)
     scale, seed = plan.scenario.byte_scale, plan.scenario.seed
     started: list[Started] = []
     try:
         for link in plan.links:
             health = f"http://{link.host}:{link.control_port}/health"
             cmd = kept(link.name, link_command(link, scale, seed, run_dir), run_dir, health)
-            started.append(Started(link.name, _spawn(link.name, cmd, run_dir), health, tuple(cmd)))
+            started.append(Started(link.name, _spawn(link.name, cmd, run_dir, True), health, tuple(cmd)))
         for role in START_ORDER:
             for service in plan.with_role(role):
                 health = f"http://{service.host}:{service.http_port}/health"
                 cmd = kept(service.name, service_command(plan_path, service), run_dir, health)
-                started.append(Started(service.name, _spawn(service.name, cmd, run_dir), health, tuple(cmd)))
+                pid = _spawn(service.name, cmd, run_dir, link_control=role is Role.ROUTER)
+                started.append(Started(service.name, pid, health, tuple(cmd)))
         _write_state(run_dir, plan, started)
         wait_healthy(started, run_dir, timeout_s)
     except BaseException:

@@ -43,12 +43,20 @@ def plan_of(run_dir: Path) -> dict:
     return json.loads((run_dir / "plan.json").read_text())
 
 
-def get_json(url: str) -> dict:
-    with urllib.request.urlopen(url, timeout=10) as reply:
+def get_json(url: str, headers: dict[str, str] | None = None) -> dict:
+    with urllib.request.urlopen(urllib.request.Request(url, headers=headers or {}), timeout=10) as reply:
         return json.loads(reply.read())
+
+
+def link_control(run_dir: Path, kind: str) -> tuple[str, dict[str, str]]:
+    """The control API of the first link of `kind` ('wan' or 'rdma'): its URL and the bearer header
+    `pdd-emu up` made its token for (RUN_DIR/link-token)."""
+    link = next(l for l in plan_of(run_dir)["links"] if l["kind"] == kind)
+    token = (run_dir / "link-token").read_text()
+    return f"http://{link['host']}:{link['control_port']}", {"Authorization": f"Bearer {token}"}
 
 
 def link_stats(run_dir: Path, kind: str) -> dict:
     """The control-API counters of the first link of `kind` ('wan' or 'rdma')."""
-    link = next(l for l in plan_of(run_dir)["links"] if l["kind"] == kind)
-    return get_json(f"http://{link['host']}:{link['control_port']}/stats")
+    url, auth = link_control(run_dir, kind)
+    return get_json(f"{url}/stats", auth)

@@ -24,6 +24,7 @@ import aiohttp
 import pytest
 
 from netem.client import ControlClient
+from services.credentials import link_token
 from services.launcher.processes import STATUS_DIR
 from services.scenario.link_config import real_fields
 from services.scenario.plan import MeshPlan
@@ -116,7 +117,8 @@ async def test_the_live_page_follows_load_a_wan_change_and_restarts(tmp_path: Pa
                 # The WAN line halved through its control API, in emulated units as a user gives them.
                 wan = plan.link("prefill", "main-decode")
                 async with aiohttp.ClientSession() as http:
-                    control = ControlClient(http, f"http://{wan.host}:{wan.control_port}")
+                    control = ControlClient(http, f"http://{wan.host}:{wan.control_port}",
+                                            link_token(run_dir=tmp_path / "mesh"))  # the one `up` made
                     await control.patch_config({"both": real_fields(wan, {"rate": "5gbit"}, plan.scenario.byte_scale)})
                 await page.wait_for_function(
                     f"{_last(f'[data-link={WAN_LINK}] .chart', 1)} === 5 && "

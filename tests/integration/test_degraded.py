@@ -16,7 +16,7 @@ import pytest
 from services.chaos.outcomes import FaultFreeText
 from services.launcher.processes import keeper_status, read_state
 from services.profiles import load_model
-from tests.integration.mesh import get_json, plan_of, running_mesh
+from tests.integration.mesh import get_json, link_control, plan_of, running_mesh
 from tests.integration.test_mesh_modes import _stream
 
 pytestmark = pytest.mark.integration
@@ -36,8 +36,8 @@ def _metric(url: str, kind: str) -> float:
 
 
 def _control(run_dir, kind: str, method: str, path: str, body: dict | None = None) -> dict:
-    link = next(l for l in plan_of(run_dir)["links"] if l["kind"] == kind)
-    request = urllib.request.Request(f"http://{link['host']}:{link['control_port']}{path}", method=method,
+    url, auth = link_control(run_dir, kind)
+    request = urllib.request.Request(f"{url}{path}", method=method, headers=auth,
                                      data=json.dumps(body).encode() if body is not None else None)
     with urllib.request.urlopen(request, timeout=10) as reply:
         return json.loads(reply.read())

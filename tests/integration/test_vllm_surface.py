@@ -39,8 +39,8 @@ def _post(url: str, path: str, body: dict) -> tuple[int, bytes]:
         return error.code, error.read()
 
 
-def _families(url: str) -> dict:
-    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as reply:
+def _families(url: str, headers: dict[str, str] | None = None) -> dict:
+    with urllib.request.urlopen(urllib.request.Request(f"{url}/metrics", headers=headers or {}), timeout=10) as reply:
         return {f.name: f for f in text_string_to_metric_families(reply.read().decode())}
 
 
@@ -126,6 +126,7 @@ def test_each_link_labels_its_series_with_its_name(mesh):
     _, run_dir = mesh
     links = plan_of(run_dir)["links"]
     for link in links:
-        series = _families(f"http://{link['host']}:{link['control_port']}")["pdd_netem_delivered_bytes"]
+        auth = {"Authorization": f"Bearer {(run_dir / 'link-token').read_text()}"}  # `pdd-emu up` made it
+        series = _families(f"http://{link['host']}:{link['control_port']}", auth)["pdd_netem_delivered_bytes"]
         assert {s.labels["link"] for s in series.samples} == {link["name"]} != {"link"}
     assert [link["name"] for link in links] == ["prefill-to-decode"]

@@ -186,5 +186,10 @@ async def test_off_loopback_needs_a_token_and_checks_it():
                 assert status == 401 and link.config.up.delay_s == 0.0
                 status, reply = await Api(session, address, "s3cret").call("GET", "/config")
                 assert status == 200
+                # Liveness alone is open: a keeper probes it without credentials, and it changes nothing.
+                status, reply = await Api(session, address, None).call("GET", "/health")
+                assert status == 200 and reply["status"] == "ok"
+                status, reply = await Api(session, address, None).call("POST", "/health")
+                assert status == 401
         finally:
             await server.stop()

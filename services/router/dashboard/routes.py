@@ -2,13 +2,13 @@
 
 The page and its assets are package files (static/), read once and served from memory, so the page
 works with no network beyond the router itself. uPlot (MIT, static/uPlot.LICENSE) draws the charts.
-The data answer is the sampler's bounded history (sampler.py); a link control token, where the links
-need one, stays in the router's environment and never reaches the browser.
+The data answer is the sampler's bounded history (sampler.py); the links' control token
+(services/credentials.py `link_token`: `pdd-emu up` names its file in the router's environment)
+stays in the router and never reaches the browser.
 """
 
 from __future__ import annotations
 
-import os
 import time
 from importlib.resources import files
 
@@ -16,10 +16,10 @@ import aiohttp
 import msgspec
 from aiohttp import web
 
+from services.credentials import link_token
 from services.router.dashboard.sampler import EVENTS, HISTORY, WINDOW_S, Sampler
 from services.router.failures import ApiError
 
-TOKEN_ENV = "PDD_EMU_LINK_TOKEN"  # the variable `pdd-emu link` and the link runners read (services/cli/link.py)
 ASSETS = {"dashboard.js": "text/javascript", "dashboard.css": "text/css", "uPlot.iife.min.js": "text/javascript",
           "uPlot.min.css": "text/css"}
 SAMPLER = web.AppKey("dashboard_sampler", Sampler)
@@ -65,7 +65,7 @@ async def data(request: web.Request) -> web.Response:
 
 def add_dashboard(app: web.Application, router) -> None:
     """Serve the live page of `router` (a services.router.server.Router) on `app`."""
-    sampler = app[SAMPLER] = Sampler(router, os.environ.get(TOKEN_ENV) or None)
+    sampler = app[SAMPLER] = Sampler(router, link_token())
     app[META] = meta(router, sampler)
     app.router.add_get("/dashboard", page)
     app.router.add_get("/dashboard/data", data)

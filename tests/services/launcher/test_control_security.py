@@ -24,7 +24,7 @@ START_S = 30
 
 
 def _env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k != "PDD_EMU_LINK_TOKEN"}
+    return {k: v for k, v in os.environ.items() if k not in ("PDD_EMU_LINK_TOKEN", "PDD_EMU_LINK_TOKEN_FILE")}
 
 
 def _call(url: str, method: str = "GET", token: str | None = None, body: bytes | None = None) -> int:

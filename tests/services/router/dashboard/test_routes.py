@@ -12,6 +12,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from services.launcher.plan import build_plan
 from services.router.dashboard import routes
+from services.credentials import LINK_TOKEN_ENV, LINK_TOKEN_FILE_ENV
 from services.router.dashboard.sampler import EVENTS, HISTORY
 from services.router.server import ROUTER_KEY, build_app
 from services.scenario import load_scenario
@@ -22,10 +23,17 @@ TOKEN = "s3cret-link-token"
 
 
 @pytest.fixture
-async def client(monkeypatch):
-    monkeypatch.setenv(routes.TOKEN_ENV, TOKEN)  # the router's environment, as a link runner's token
+async def client(monkeypatch, tmp_path):
+    # The router's environment as `pdd-emu up` makes it: the path of the links' token file, not the token.
+    (tmp_path / "link-token").write_text(TOKEN)
+    monkeypatch.delenv(LINK_TOKEN_ENV, raising=False)
+    monkeypatch.setenv(LINK_TOKEN_FILE_ENV, str(tmp_path / "link-token"))
     async with TestClient(TestServer(build_app(build_plan(load_scenario("pdd-mini"))))) as c:
         yield c
+
+
+async def test_the_sampler_reads_the_links_with_the_token_from_the_file(client):
+    assert client.server.app[routes.SAMPLER].link_token == TOKEN
 
 
 async def test_the_page_loads_only_assets_the_router_serves(client):
