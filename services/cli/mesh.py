@@ -9,6 +9,7 @@ import threading
 from pathlib import Path
 
 from services.cli.errors import fail
+from services.credentials import MissingToken
 from services.launcher.plan import build_plan
 from services.launcher.processes import (
     STATE_FILE, LaunchError, _alive, health_state, keeper_status, read_state, start_mesh, stop_processes, unsupervised,
@@ -60,6 +61,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     plan = build_plan(scenario, router_port=args.port)
     try:
         started = start_mesh(plan, args.run_dir, args.timeout)
+    except MissingToken as exc:  # the user's $PDD_EMU_LINK_TOKEN_FILE names a file that cannot be read
+        fail(str(exc))
     except LaunchError as exc:
         print(f"pdd-emu: error: {exc}")
         return 1
