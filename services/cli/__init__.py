@@ -26,6 +26,7 @@ COMMANDS = (
     "compose",
     "chaos",
     "experiment",
+    "plan",
     "tokenizer",
 )
 
