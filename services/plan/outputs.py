@@ -114,9 +114,10 @@ def plain_words(data: dict) -> list[str]:
     if others:
         runner = max(others, key=lambda a: others[a]["bcr"] or 0.0)
         gain = (best["bcr"] or 0.0) / (others[runner]["bcr"] or float("inf")) - 1 if others[runner]["bcr"] else None
-        lines.append(f"Why: its {best['binding_stage']} stage sets the knee; the best other, {runner}, is bound by "
+        lines.append(f"Why: its {best['binding_stage']} stage sets its knee; the best other, {runner}, is bound by "
                      f"its {others[runner]['binding_stage']} stage"
-                     + (f" and gets {-gain:.0%} less goodput per dollar." if gain is not None and gain > 0 else "."))
+                     + (f", and {winner} serves {gain:.0%} more goodput per dollar." if gain is not None and gain > 0
+                        else "."))
     if "pdd" in data["architectures"]:
         pdd = data["architectures"]["pdd"]
         verdict = ("PDD pays here." if winner == "pdd" else

@@ -67,7 +67,7 @@ class _Model:
         back = candidate.pool(Role.DECODE, Role.MAIN_DECODE, Role.COLOCATED)
         self.back, self.back_cap = back, caps[back.role][1]
         self.colocated = candidate.architecture == "colocated"
-        wan = len({p.dc for p in candidate.pools}) > 1
+        self.wan = wan = len({p.dc for p in candidate.pools}) > 1
         rate, self.delay = (candidate.line.rate_bps, candidate.line.delay_s) if wan else (RDMA_BPS, RDMA_DELAY_S)
         self.transfer = sample.missed * load_model(spec.model).kv_bytes_per_token * 8 / rate
         relay = candidate.pool(Role.RELAY_DECODE)
@@ -100,7 +100,7 @@ class _Model:
         util = {"prefill": rho_p, "decode": self._decode_rho(rate, rho_p)}
         if self.colocated:
             util["decode"] += rho_p  # one pool's time
-        if not self.colocated:
+        if self.wan:
             util["line"] = rho_l
         if max(util.values()) >= 1:
             return 0.0, util, {}

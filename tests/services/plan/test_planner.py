@@ -1,0 +1,74 @@
+"""The mini plan end to end: its outputs, its winner checked by `pdd-emu simulate`, and a rerun from the point store.
+
+The winner's scenario, run by `pdd-emu simulate` at 90% of its knee rate with the plan's
+own warm-up and window, meets the SLA, and its goodput is within 10% of the plan's claim:
+at 90% of the knee nearly every request is within SLA, so the goodput there is about 0.9
+times the knee rate, which is the goodput the plan claims at the 90% crossing.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from loadgen.summary import SlaConfig
+from services.cli import main
+from services.experiments.population import Window
+from services.experiments.steady import write_window
+from services.plan.spec import load_spec
+from services.scenario import load_scenario
+from services.scenario.cost import cost_per_hour
+
+MINI = "services/plan/specs/mini.yaml"
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def planned(tmp_path_factory):
+    out = tmp_path_factory.mktemp("plan")
+    assert main(["plan", "--spec", MINI, "--out", str(out), "--no-progress"]) == 0
+    return out, json.loads((out / "plan.json").read_text())
+
+
+def test_plan_json_has_every_architectures_optimum(planned):
+    out, data = planned
+    spec = load_spec(MINI)
+    assert data["objective"] == "max-goodput" and data["budget_per_hour"] == spec.budget_per_hour
+    assert data["winner"] in spec.architectures
+    for arch, optimum in data["architectures"].items():
+        assert optimum is not None, arch
+        assert optimum["cost_per_hour"] <= spec.budget_per_hour
+        low, high = optimum["goodput_ci"]
+        assert low <= optimum["goodput_rps"] <= high and len(optimum["goodput_seeds"]) == spec.seeds
+        assert optimum["binding_stage"] in ("prefill", "decode", "relay", "line", "none")
+        assert optimum["pools"] and data["frontier"][arch]
+        scenario = load_scenario(optimum["preset"])  # what `pdd-emu up` and `simulate` read
+        assert scenario.mode.value == arch
+        assert cost_per_hour(scenario) == pytest.approx(optimum["cost_per_hour"])
+    assert (out / "report.md").read_text().count("|") > 20 and (out / "frontier.png").stat().st_size > 0
+
+
+def test_the_winner_meets_the_sla_at_90_percent_of_its_knee_within_10_percent_of_the_claim(planned):
+    out, data = planned
+    spec = load_spec(MINI)
+    winner = data["architectures"][data["winner"]]
+    scenario = load_scenario(winner["preset"])
+    rate, seconds = 0.9 * winner["knee_rate_rps"], spec.search.warmup_s + spec.search.measure_s
+    assert main(["simulate", "--scenario", winner["preset"], "--workload", spec.workload, "--rate", f"{rate}",
+                 "--duration", f"{seconds}s", "--seed", "0", "--out", str(out / "simulate"), "--no-progress"]) == 0
+    lines = (out / "simulate" / "requests.jsonl").read_text().splitlines()
+    records = [json.loads(line) for line in lines]
+    window = Window(None, spec.search.warmup_s, spec.search.warmup_s + spec.search.measure_s)
+    step = write_window(records, window, out / "check", SlaConfig(ttft_s=spec.slo.ttft_s, tpot_s=spec.slo.tpot_s),
+                        scenario.name, spec.workload, cost_per_hour(scenario))
+    assert step.summary.sla_attainment >= spec.slo.attainment
+    assert step.goodput_rps == pytest.approx(winner["goodput_rps"], rel=0.10)
+
+
+def test_a_second_run_answers_every_point_from_the_store(planned, capsys):
+    out, data = planned
+    assert main(["plan", "--spec", MINI, "--out", str(out), "--no-progress", "--json"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["points"]["run"] == 0 and again["points"]["loaded"] >= data["points"]["run"]
+    assert again["architectures"] == data["architectures"]
