@@ -6,10 +6,11 @@ attention, EP where the memory fits) and instance count, the step budget, the
 line, and for PDD the relay's layout and count (one instance of the smallest
 layout that holds the model is one option among them) and its policy knobs.
 
-A layout is kept for a role only if no other layout of the same GPU does more of
-that role's work per GPU (prefill tokens/s; decode requests/s under the TPOT
-limit): the `keep` best per role. This prunes layouts a replica count of a better
-one matches at the same price; the rest of the space is enumerated whole.
+Per role and GPU the planner keeps the KEEP_LAYOUTS layouts that do most of that
+role's work per GPU (prefill tokens/s; decode requests/s under the TPOT limit),
+and the best of the smallest ones (the finest step of cost). This prunes layouts
+that a replica count of a better one beats at the same price; the rest of the
+space is enumerated whole.
 """
 
 from __future__ import annotations
@@ -48,10 +49,10 @@ def best_layouts(spec: PlanSpec, sample: WorkloadSample, gpu: str, budget: int, 
 
     ranked = sorted(found, key=lambda layout: (-per_gpu(layout), layout))
     kept = ranked[:KEEP_LAYOUTS]
-    if role == "relay" and found:  # the smallest instance that holds the model, whatever it does per GPU
-        smallest = min(found, key=lambda layout: (layout.tp, layout))
-        kept += [smallest] if smallest not in kept else []
-    return kept
+    # the best of the smallest instances that hold the model, whatever it does per GPU: the finest step of
+    # cost, which a budget may need (and, for the relay, the size the report's relay has)
+    smallest = [layout for layout in ranked if found and layout.tp == min(f.tp for f in found)]
+    return kept + [smallest[0]] if smallest and smallest[0] not in kept else kept
 
 
 def _pools(spec: PlanSpec, sample: WorkloadSample, role: Role, dc: str, budget: int, kind: str,
