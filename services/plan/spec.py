@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from loadgen.spec import parse_spec
 from services.profiles import gpu_names, model_names
+from services.scenario import SlaSpec
 from services.scenario.loader import apply_override
 from services.units import parse_duration, parse_rate
 
@@ -60,17 +61,11 @@ class LineOffer(BaseModel):
         return parse_duration(v)
 
 
-class Slo(BaseModel):
-    model_config = _FROZEN
-    ttft_s: float = Field(5.0, gt=0, description="time to first token limit, e.g. '5s'")
-    tpot_s: float = Field(0.1, gt=0, description="time per output token limit, e.g. '100ms'")
+class Slo(SlaSpec):
+    """The scenario's SLA (TTFT and TPOT limits, unit strings) and the share of requests that must meet it."""
+
     # the knee search (services/experiments/goodput.py) reads max goodput at the 90% crossing
     attainment: Literal[0.9] = Field(0.9, description="share of requests within both limits at the knee (0.9)")
-
-    @field_validator("ttft_s", "tpot_s", mode="before")
-    @classmethod
-    def _duration(cls, v):
-        return parse_duration(v)
 
 
 class Search(BaseModel):
