@@ -126,6 +126,11 @@ def plain_words(data: dict) -> list[str]:
     return lines
 
 
+def answer_lines(out: Path) -> list[str]:
+    """The plain-words answer of the plan written to `out` (its plan.json): what `make run` can end with."""
+    return plain_words(json.loads((Path(out) / "plan.json").read_text()))
+
+
 def write_outputs(plan: Plan, out: Path) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     presets = write_presets(plan, out)

@@ -16,6 +16,7 @@ from loadgen.summary import SlaConfig
 from services.cli import main
 from services.experiments.population import Window
 from services.experiments.steady import write_window
+from services.plan.outputs import answer_lines
 from services.plan.spec import load_spec
 from services.scenario import load_scenario
 from services.scenario.cost import cost_per_hour
@@ -47,6 +48,8 @@ def test_plan_json_has_every_architectures_optimum(planned):
         assert scenario.mode.value == arch
         assert cost_per_hour(scenario) == pytest.approx(optimum["cost_per_hour"])
     assert (out / "report.md").read_text().count("|") > 20 and (out / "frontier.png").stat().st_size > 0
+    answer = answer_lines(out)
+    assert 3 <= len(answer) <= 4 and data["winner"] in answer[0]
 
 
 def test_the_winner_meets_the_sla_at_90_percent_of_its_knee_within_10_percent_of_the_claim(planned):
