@@ -29,9 +29,12 @@ def _measured(simulated: Simulated) -> dict:
     point = simulated.at_knee()
     if point is None:
         return {}
-    s = point.stats
-    return {"prefill_busy": s.prefill_busy, "decode_kv_usage": s.md_kv_usage, "line": s.wan_utilisation,
-            "relay_token_share": s.rld_token_share, "ttft_p99_s": point.ttft_s.p99, "tpot_p90_s": point.tpot_s.p90}
+    s, arch = point.stats, simulated.screened.candidate.architecture
+    # the engines' counters are read per role (services/experiments/economics/window.py): a colocated pool's
+    # are neither prefill's nor decode's, and only PDD has a relay
+    return {"prefill_busy": s.prefill_busy, "decode_kv_usage": s.md_kv_usage if arch != "colocated" else None,
+            "line": s.wan_utilisation, "relay_token_share": s.rld_token_share if arch == "pdd" else None,
+            "ttft_p99_s": point.ttft_s.p99, "tpot_p90_s": point.tpot_s.p90}
 
 
 def _architecture(simulated: Simulated, preset: Path) -> dict:
