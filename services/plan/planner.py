@@ -86,7 +86,7 @@ def _winner(spec: PlanSpec, optimum: dict[str, Simulated | None]) -> tuple[str |
 
 async def _simulate(spec: PlanSpec, screened: dict[str, list[Screened]], search: KneeSearch, finalists: int,
                     seeds: int) -> dict[str, Simulated | None]:
-    tops = {arch: rows[:finalists] for arch, rows in screened.items()}
+    tops = {arch: [s for s in rows if s.goodput_rps > 0][:finalists] for arch, rows in screened.items()}
     flat = [(arch, s) for arch, rows in tops.items() for s in rows]
     done = await search.first_seed([s for _, s in flat])
     chosen = {arch: _choose(spec, [d for (a, _), d in zip(flat, done) if a == arch]) for arch in tops}
