@@ -64,3 +64,17 @@ def test_a_pricier_line_never_raises_pdds_bcr_relative_to_the_intra_datacenter_o
         ratios.append(_best_bcr(screened["pdd"]) / others)
     assert ratios[0] > 0, "the spec must leave PDD a candidate"
     assert all(later <= earlier for earlier, later in zip(ratios, ratios[1:])), ratios
+
+
+@pytest.mark.parametrize("target, more", [(5.0, 5.0), (10.0, 15.0)])
+def test_a_higher_goodput_target_never_costs_less(target, more):
+    def least_cost(rps: float) -> dict[str, float]:
+        spec = _spec("budget_per_hour=null", f"target_rps={rps}")
+        screened = screen_all(spec, sample_workload(spec.workload))
+        for rows in screened.values():
+            assert all(s.goodput_rps >= rps for s in rows)
+            assert [s.cost_per_hour for s in rows] == sorted(s.cost_per_hour for s in rows)
+        return {arch: rows[0].cost_per_hour for arch, rows in screened.items() if rows}
+
+    lower, higher = least_cost(target), least_cost(target + more)
+    assert lower and all(higher[arch] >= lower[arch] for arch in higher)
