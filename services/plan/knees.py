@@ -66,6 +66,18 @@ class Simulated:
     def at_knee(self) -> PointResult | None:
         return self.knees[0].at_knee()
 
+    def goodput_at(self, rate: float) -> float | None:
+        """The goodput seed 0's search measured at `rate`: linear between the points around it, else the nearest
+        passing point's goodput per offered request times `rate` (below every point, goodput follows the load)."""
+        points = sorted(self.knees[0].points, key=lambda p: p.load)
+        for low, high in zip(points, points[1:]):
+            if low.load <= rate <= high.load:
+                share = (rate - low.load) / (high.load - low.load) if high.load > low.load else 0.0
+                return low.goodput_rps + share * (high.goodput_rps - low.goodput_rps)
+        passing = [p for p in points if p.attainment >= 0.9]
+        nearest = min(passing, key=lambda p: abs(p.load - rate), default=None)
+        return None if nearest is None else nearest.goodput_rps / nearest.load * rate
+
 
 class _Progress:
     """The memo's points counted on a tqdm bar (a point answered from the store counts too)."""

@@ -45,6 +45,8 @@ def _architecture(simulated: Simulated, preset: Path) -> dict:
         "goodput_ci": [round(v, 4) for v in simulated.interval],
         "goodput_seeds": [round(v, 4) for v in simulated.values],
         "knee_rate_rps": round(simulated.knee_rate_rps, 4),
+        # what `pdd-emu simulate --rate` at 90% of the knee rate should serve (the plan's check, docs/plan.md)
+        "goodput_at_90pct_knee_rps": _rounded(simulated.goodput_at(0.9 * simulated.knee_rate_rps)),
         "bounded": simulated.bounded,
         "bcr": round(simulated.goodput_rps / screened.cost_per_hour, 6) if screened.cost_per_hour else None,
         "binding_stage": screened.binding_stage,
@@ -59,6 +61,10 @@ def _architecture(simulated: Simulated, preset: Path) -> dict:
         "pdd": None if candidate.knobs is None else vars(candidate.knobs),
         "pools": _pools(simulated),
     }
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
 
 
 def _frontier(rows: list[Screened]) -> list[dict]:

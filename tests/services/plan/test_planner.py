@@ -1,9 +1,8 @@
 """The mini plan end to end: its outputs, its winner checked by `pdd-emu simulate`, and a rerun from the point store.
 
-The winner's scenario, run by `pdd-emu simulate` at 90% of its knee rate with the plan's
-own warm-up and window, meets the SLA, and its goodput is within 10% of the plan's claim:
-at 90% of the knee nearly every request is within SLA, so the goodput there is about 0.9
-times the knee rate, which is the goodput the plan claims at the 90% crossing.
+The winner's scenario, run by `pdd-emu simulate` at 90% of its knee rate after the plan's
+warm-up, meets the SLA, and its goodput is within 10% of what the plan claims there (its
+search's goodput at that rate, `goodput_at_90pct_knee_rps`).
 """
 
 from __future__ import annotations
@@ -68,7 +67,10 @@ def test_the_winner_meets_the_sla_at_90_percent_of_its_knee_within_10_percent_of
     step = write_window(records, window, out / "check", SlaConfig(ttft_s=spec.slo.ttft_s, tpot_s=spec.slo.tpot_s),
                         scenario.name, spec.workload, cost_per_hour(scenario))
     assert step.summary.sla_attainment >= spec.slo.attainment
-    assert step.goodput_rps == pytest.approx(winner["goodput_rps"], rel=0.10)
+    assert step.goodput_rps == pytest.approx(winner["goodput_at_90pct_knee_rps"], rel=0.10)
+    # against the max goodput itself: about 0.9 of it by construction (a point at 90% of the knee serves about
+    # 0.9 of the knee's rate), so 10% off is the expectation there, and 15% is the bound
+    assert step.goodput_rps >= 0.85 * winner["goodput_rps"]
 
 
 def test_a_second_run_answers_every_point_from_the_store(planned, capsys):
