@@ -22,6 +22,7 @@ from services.units import parse_duration, parse_rate
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 Architecture = Literal["colocated", "pd-intra", "pd-cross", "pdd"]
 ARCHITECTURES: tuple[Architecture, ...] = ("colocated", "pd-intra", "pd-cross", "pdd")
+SPECS = Path(__file__).parent / "specs"  # the shipped specs: mini.yaml (Llama-3-8B class), report.yaml
 
 
 class PlanError(ValueError):

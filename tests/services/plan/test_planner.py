@@ -16,11 +16,11 @@ from services.cli import main
 from services.experiments.population import Window
 from services.experiments.steady import write_window
 from services.plan.outputs import answer_lines
-from services.plan.spec import load_spec
+from services.plan.spec import SPECS, load_spec
 from services.scenario import load_scenario
 from services.scenario.cost import cost_per_hour
 
-MINI = "services/plan/specs/mini.yaml"
+MINI = str(SPECS / "mini.yaml")
 pytestmark = pytest.mark.slow
 
 

@@ -13,10 +13,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from services.plan.planner import screen_all
-from services.plan.spec import load_spec
+from services.plan.spec import SPECS, load_spec
 from services.plan.workload import sample_workload
 
-MINI = "services/plan/specs/mini.yaml"
+MINI = str(SPECS / "mini.yaml")
 FEW = settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 

@@ -10,12 +10,12 @@ from services.plan.candidate import Candidate, PddKnobs, Pool
 from services.plan.outputs import plain_words
 from services.plan.screen import screen
 from services.plan.space import candidates
-from services.plan.spec import LineOffer, load_spec
+from services.plan.spec import LineOffer, SPECS, load_spec
 from services.plan.stages import Layout, capacity, layouts
 from services.plan.workload import sample_workload
 from services.types import Role
 
-MINI = "services/plan/specs/mini.yaml"
+MINI = str(SPECS / "mini.yaml")
 H100, H200 = Layout("h100-sxm", 1), Layout("h200-sxm", 1)
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from services.cli import main
-from services.plan.spec import PlanError, load_spec
+from services.plan.spec import PlanError, SPECS, load_spec
 
-MINI = "services/plan/specs/mini.yaml"
+MINI = str(SPECS / "mini.yaml")
 
 
 def test_the_shipped_mini_spec_loads_with_its_units_parsed():
