@@ -14,6 +14,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from loadgen.spec import parse_spec
+from loadgen.workloads import MooncakeConfig
 from services.profiles import gpu_names, model_names
 from services.scenario import SlaSpec
 from services.scenario.loader import apply_override
@@ -109,7 +110,9 @@ class PlanSpec(BaseModel):
     @field_validator("workload")
     @classmethod
     def _workload(cls, v: str) -> str:
-        parse_spec(v)  # raises a ValueError naming what is wrong
+        if isinstance(parse_spec(v), MooncakeConfig):  # parse_spec raises a ValueError naming what is wrong
+            # a trace's load is its replay speed, not the request rate the screen and the knees speak in
+            raise ValueError("plan runs generated workloads (agentic, poisson, gamma); a trace is not planned yet")
         return v
 
     @model_validator(mode="after")

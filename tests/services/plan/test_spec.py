@@ -30,6 +30,7 @@ def test_overrides_replace_fields_and_the_objective():
     (["gpus.dc-b.gpu=tpu-v9"], "unknown GPU 'tpu-v9'"),
     (["wan=[]"], "need at least one line option"),
     (["workload=agentic:contxt=4K"], "workload"),
+    (["workload=mooncake:loadgen/samples/mooncake-sample.jsonl"], "a trace is not planned yet"),
     (["slo.attainment=0.5"], "slo.attainment"),
     (["budget_per_hour=-3"], "budget_per_hour"),
     (["architectures=[pdd, pdd]"], "twice"),
