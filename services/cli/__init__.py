@@ -29,6 +29,7 @@ COMMANDS = (
     "compose",
     "chaos",
     "experiment",
+    "plan",
     "tokenizer",
 )
 

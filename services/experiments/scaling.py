@@ -14,13 +14,10 @@ turns included), so it does not depend on which turns a short window caught.
 
 from __future__ import annotations
 
-import random
 import statistics
 from dataclasses import dataclass
 
-from loadgen.plan import plan_offline
-from loadgen.spec import parse_spec
-from loadgen.workloads import build_workload
+from loadgen.offline import plan_spec_offline
 from services.experiments import reported
 from services.profiles import load_model
 from services.scenario import Scenario
@@ -50,14 +47,7 @@ def line_for(rate_rps: float, missed_tokens: float, model: str = "pdd-paper", ta
 
 def workload_missed_tokens(spec: str, seed: int = 0, requests: int = 2000, sessions: int = 64) -> float:
     """Mean missed prompt tokens per request of an agentic workload, planned offline over whole sessions."""
-    rng = random.Random(seed)
-    workload = build_workload(parse_spec(spec), random.Random(rng.getrandbits(64)))
-    vocab = getattr(workload.config, "vocab", 32000)
-
-    def answer(prompt: list[int], max_tokens: int) -> list[int]:
-        return [rng.randrange(vocab) for _ in range(max_tokens)]
-
-    plans = plan_offline(workload, answer, requests, concurrent=sessions)
+    plans = plan_spec_offline(spec, seed, requests, sessions)
     return statistics.fmean(p.prompt_tokens * (1 - p.hit_rate) for p in plans)
 
 

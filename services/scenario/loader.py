@@ -46,7 +46,7 @@ def _read(name_or_path: str) -> dict[str, Any]:
     return data
 
 
-def _apply_override(data: dict[str, Any], override: str) -> None:
+def apply_override(data: dict[str, Any], override: str) -> None:
     key, sep, raw = override.partition("=")
     if not sep or not key:
         raise ScenarioError(f"override {override!r} is not of the form key=value")
@@ -75,7 +75,7 @@ def _apply_override(data: dict[str, Any], override: str) -> None:
 def load_scenario(name_or_path: str, overrides: Iterable[str] = ()) -> Scenario:
     data = _read(name_or_path)
     for override in overrides:
-        _apply_override(data, override)
+        apply_override(data, override)
     try:
         scenario = Scenario.model_validate(data)
     except ValidationError as exc:

@@ -38,15 +38,18 @@ from services.simulate.sweep import import_ray, start_ray
 from services.simulate.window_stop import WindowStop
 
 
-def paced(workload: str, load: float) -> tuple[str, dict[str, Any], str]:
+def paced(workload: str, load: float, open_loop: bool = False) -> tuple[str, dict[str, Any], str]:
     """The run's workload spec, its pacing options and the point's folder name, for a load.
 
-    A load is a population of agents (closed loop) for a generated workload, and a replay speed
-    for a trace (`mooncake:FILE`), whose own timestamps pace it (open loop).
+    A load is a population of agents (closed loop) for a generated workload, or with `open_loop`
+    a request rate (the planner's, whose knee `pdd-emu simulate --rate` reproduces), and a replay
+    speed for a trace (`mooncake:FILE`), whose own timestamps pace it (open loop).
     """
     config = parse_spec(workload)
     if isinstance(config, MooncakeConfig):
         return spec_string(config.model_copy(update={"speed": load})), {}, f"speed-{load:g}"
+    if open_loop:
+        return workload, {"rate": load}, f"rate-{load:g}"
     users = max(1, int(load))
     return workload, {"concurrency": users}, f"users-{users}"
 
@@ -58,10 +61,12 @@ def run_folder(scenario: Scenario, workload: str, seed: int) -> str:
     return f"{scenario.name}-{digest}-seed{seed}"
 
 
-def point_folder(out_dir: Path, scenario: Scenario, workload: str, load: float, seed: int, whole: bool = False) -> Path:
+def point_folder(out_dir: Path, scenario: Scenario, workload: str, load: float, seed: int, whole: bool = False,
+                 open_loop: bool = False) -> Path:
     """Where a point's window is written: its deployment's run folder, then the load's (`-whole`: a window read
     whole, past its verdict)."""
-    return out_dir / run_folder(scenario, workload, seed) / (paced(workload, load)[2] + ("-whole" if whole else ""))
+    name = paced(workload, load, open_loop)[2] + ("-whole" if whole else "")
+    return out_dir / run_folder(scenario, workload, seed) / name
 
 
 def simulated_run(scenario: Scenario, spec: str, pacing: dict[str, Any], seed: int, warmup_s: float, measure_s: float,
@@ -76,7 +81,7 @@ def simulated_run(scenario: Scenario, spec: str, pacing: dict[str, Any], seed: i
 
 def simulate_window_point(scenario: Scenario, workload: str, load: float, seed: int, warmup_s: float,
                           measure_s: float, out_dir: Path, window_requests: int | None = None,
-                          stop_at_verdict: bool = True) -> PointResult:
+                          stop_at_verdict: bool = True, open_loop: bool = False) -> PointResult:
     """One point: the run, its window's bench outputs under `out_dir`, and the point they make.
 
     The window is `measure_s` long, or ends as the request after its `window_requests`-th is sent,
@@ -86,7 +91,7 @@ def simulate_window_point(scenario: Scenario, workload: str, load: float, seed: 
     (services/simulate/window_stop.py): a point past the knee is then a few hundred requests long,
     its verdict the whole window's.
     """
-    spec, pacing, _ = paced(workload, load)
+    spec, pacing, _ = paced(workload, load, open_loop)
     sla = SlaConfig(ttft_s=scenario.sla.ttft_s, tpot_s=scenario.sla.tpot_s)
     stop = None if window_requests is None else WindowStop(warmup_s, window_requests,
                                                            sla if stop_at_verdict else None, THRESHOLD)
@@ -98,7 +103,7 @@ def simulate_window_point(scenario: Scenario, workload: str, load: float, seed: 
     window = Window(pacing.get("concurrency"), warmup_s, end if stop is None else stop.window_end(end))
     whole = not stop_at_verdict and window_requests is not None
     point = measured_point(scenario, spec, seed, records, run.snapshots, window,
-                           point_folder(out_dir, scenario, workload, load, seed, whole))
+                           point_folder(out_dir, scenario, workload, load, seed, whole, open_loop))
     return dataclasses.replace(point, load=pacing.get("concurrency", load),
                                stopped_at_verdict=stop is not None and stop.stopped_s is not None)
 
@@ -114,13 +119,15 @@ class SimulatedPoints:
     workers: int = 1  # processes running points at once; 1: each point in a thread of this process, in turn
     ray_address: str | None = None  # a running Ray cluster's, whose CPUs run the points (workers is then unused)
     backend: str = "simulate"
+    open_loop: bool = False  # a load is a request rate (paced), not a population of agents
     _ray: Any = field(default=None, repr=False)
     _task: Any = field(default=None, repr=False)
 
     def settings(self) -> dict[str, float | int | None]:
         """What a point depends on besides its scenario, workload, load and seed (memo.py's stored key)."""
-        return {"warmup_s": self.warmup_s, "measure_s": self.measure_s, "window_requests": self.window_requests,
-                "stops_at_verdict": self.stops_at_verdict}
+        settings = {"warmup_s": self.warmup_s, "measure_s": self.measure_s, "window_requests": self.window_requests,
+                    "stops_at_verdict": self.stops_at_verdict}
+        return {**settings, "open_loop": True} if self.open_loop else settings
 
     @property
     def stops_at_verdict(self) -> bool:
@@ -134,7 +141,7 @@ class SimulatedPoints:
                         ) -> PointResult:
         """The point; `whole`: its window runs its whole budget even once it must fail."""
         args = (scenario, workload, load, seed, self.warmup_s, self.measure_s, self.out_dir, self.window_requests,
-                not whole)
+                not whole, self.open_loop)
         if not self.parallel:
             return await asyncio.to_thread(simulate_window_point, *args)
         if self._task is None:

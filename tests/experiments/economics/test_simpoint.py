@@ -26,6 +26,15 @@ async def test_a_point_summarises_the_requests_sent_in_its_window(tmp_path):
     assert point.ttft_s.p50 <= point.ttft_s.p99
 
 
+async def test_an_open_loop_point_offers_its_load_as_a_request_rate(tmp_path):
+    scenario = load_scenario("pd-intra-mini")
+    points = SimulatedPoints(tmp_path, warmup_s=5.0, measure_s=20.0, open_loop=True)
+    point = await points.run_point(scenario, WORKLOAD, 3.0, seed=0)
+    assert (tmp_path / run_folder(scenario, WORKLOAD, 0) / "rate-3").is_dir()
+    assert point.load == 3.0 and 40 <= point.sent <= 80  # 60 expected, Poisson arrivals
+    assert points.settings()["open_loop"] is True and "open_loop" not in SimulatedPoints(tmp_path).settings()
+
+
 async def test_the_same_point_twice_is_the_same_point(tmp_path):
     scenario = load_scenario("pd-intra-mini")
     runs = [await SimulatedPoints(tmp_path / str(i), warmup_s=5.0, measure_s=10.0).run_point(scenario, WORKLOAD, 3, 0)
