@@ -15,10 +15,10 @@ help: ## list the targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
 
 # Two stamps: `make run` needs only the package's own dependencies (RUN_STAMP); every other gate
-# installs the extras too (STAMP): tests, Ray sweeps, Locust, calibration, tokenizer export.
+# installs the extras too (STAMP): tests, Ray sweeps, Locust, tokenizer export.
 # --no-compile: Python compiles the modules a run imports, not all 40 packages' (a quarter less CPU).
 RUN_STAMP := $(VENV)/.installed-run
-EXTRAS := test,sweep,load,calibrate,tokenizer
+EXTRAS := test,sweep,load,tokenizer
 
 $(RUN_STAMP): pyproject.toml
 	$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "pdd-emu needs Python 3.11+"; exit 1; }
@@ -32,7 +32,7 @@ $(STAMP): $(RUN_STAMP)
 
 venv: $(STAMP) ## create or update the virtual environment in .venv, with every extra
 
-run: $(RUN_STAMP) ## the main job: three meshes under one load, compared (writes out/; about 3 min, .venv included)
+run: $(RUN_STAMP) ## the main job: three meshes under one load compared, then what to buy (writes out/; about 4 min, .venv included)
 	$(BIN)/pdd-emu demo --out out
 
 test: $(STAMP) ## run the whole test suite (but the compose and chaos stages)

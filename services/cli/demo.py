@@ -5,6 +5,9 @@ open-loop benchmark client against its router for `--duration` seconds, stop
 the mesh. Then `loadgen.report` writes the table, the plots and index.html, and
 the run ends with a plain-words summary (loadgen/report/verdict.py): the winner,
 the binding stage of each deployment, and the report's path, as its last lines.
+Before that summary, `--plan quick` (the default) runs `pdd-emu plan --quick` on the
+mini spec (services/plan/specs/mini.yaml, docs/plan.md): each architecture's best
+deployment for the same money, simulated, so the summary also answers what to buy.
 `--economics quick` adds the simulated economics (`experiment economics
 --quick`, docs/results.md "Economics") before that summary; it is off by
 default, so `make run` stays within 5 minutes on 2 cores.
@@ -39,6 +42,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                            "5 minutes on 2 cores)")
     demo.add_argument("--seed", type=int, default=0, help="workload seed, the same for every scenario")
     demo.add_argument("--out", type=Path, default=Path("out"), help="where runs and the report go")
+    demo.add_argument("--plan", choices=("quick", "off"), default="quick",
+                      help="after the meshes, `pdd-emu plan --quick` on the mini spec: each architecture's best "
+                           "deployment for the money, simulated, about a minute (default: %(default)s)")
     demo.add_argument("--economics", choices=("quick", "off"), default="off",
                       help="after the meshes, the simulated economics comparison, about a minute "
                            "(default: %(default)s)")
@@ -88,9 +94,25 @@ def cmd_demo(args: argparse.Namespace) -> int:
     report = build_report(run_dirs, args.out / "report", wan_rate_bps=wan_rates.pop() if len(wan_rates) == 1 else None,
                           notes=mini_scale_notes)
     print(f"\n{text_table(report.runs)}\n\nmeshes and report: {time.monotonic() - started_at:.0f} s", flush=True)
-    extra = _economics(args.out / "economics") if args.economics == "quick" else []
+    extra = _plan(args.out / "plan") if args.plan == "quick" else []
+    extra += _economics(args.out / "economics") if args.economics == "quick" else []
     print("\n" + "\n".join(summary_lines(report.runs, report.index.resolve(), extra)))
     return 0
+
+
+def _plan(out: Path) -> list[str]:
+    """What to buy: the mini spec's plan, each architecture at its optimum for one budget; its answer in words."""
+    from services.cli import main
+    from services.plan.outputs import answer_lines
+    from services.plan.spec import SPECS
+
+    spec = SPECS / "mini.yaml"
+    print(f"\n== what to buy, simulated (pdd-emu plan --spec {spec.name} --quick): each architecture's optimum "
+          f"for the same money", flush=True)
+    if main(["plan", "--spec", str(spec), "--quick", "--out", str(out)]) != 0:
+        return [f"The plan did not finish; its output is in {out}."]
+    return ["What to buy (pdd-emu plan, simulated at mini scale, one seed):", *answer_lines(out),
+            f"Plan: {(out / 'report.md').resolve()}"]
 
 
 def _economics(out: Path) -> list[str]:

@@ -20,7 +20,7 @@ from services.engine.roofline_ops import (
 from services.profiles.gpu import Constant, Efficiency, GpuProfile, LaunchCosts
 from services.profiles.measurement import GRAPH_LAYERS, Measurements
 from services.profiles.model import ModelProfile
-from services.types import LaunchStyle, MissingExtra
+from services.types import LaunchStyle
 
 BF16_BYTES = 2
 SIGNIFICANT_DIGITS = 4  # of the constants written to the profile
@@ -55,10 +55,7 @@ class Calibration:
 
 
 def _least_squares(residuals, start: list[float], lower: list[float], upper: list[float]) -> np.ndarray:
-    try:
-        from scipy.optimize import least_squares  # only calibration needs scipy: the `calibrate` extra
-    except ImportError:
-        raise MissingExtra("pdd-emu calibrate", "scipy", "calibrate") from None
+    from scipy.optimize import least_squares  # imported here: only calibration fits
 
     return least_squares(residuals, start, bounds=(lower, upper), x_scale="jac").x
 

@@ -115,9 +115,10 @@ def plain_words(data: dict) -> list[str]:
                 "the target."]
     best = data["architectures"][winner]
     others = {a: v for a, v in data["architectures"].items() if v is not None and a != winner}
-    lines = [f"Best buy: {winner}, {best['goodput_rps']:.2f} req/s within the SLA (95% CI "
-             f"{best['goodput_ci'][0]:.2f}-{best['goodput_ci'][1]:.2f}) for ${best['cost_per_hour']:.2f}/h: "
-             f"{best['deployment']}."]
+    low, high = best["goodput_ci"]
+    spread = f"95% CI {low:.2f}-{high:.2f}" if high > low else "one seed, no interval"
+    lines = [f"Best buy: {winner}, {best['goodput_rps']:.2f} req/s within the SLA ({spread}) for "
+             f"${best['cost_per_hour']:.2f}/h: {best['deployment']}."]
     if data["tie"]:
         lines.append(f"It is a tie within the seeds' spread: {', '.join(data['tie'])} are as good; pick on other grounds.")
     if others:
