@@ -111,7 +111,9 @@ def _plan(out: Path) -> list[str]:
           f"for the same money", flush=True)
     if main(["plan", "--spec", str(spec), "--quick", "--out", str(out)]) != 0:
         return [f"The plan did not finish; its output is in {out}."]
-    return ["What to buy (pdd-emu plan, simulated at mini scale, one seed):", *answer_lines(out),
+    # The meshes above are not sized to equal cost, so their winner is not the answer to what to buy.
+    return ["What to buy (pdd-emu plan: each architecture at its optimum for the same money, simulated at mini "
+            "scale, one seed):", *answer_lines(out),
             f"Plan: {(out / 'report.md').resolve()}"]
 
 
