@@ -43,7 +43,10 @@ async def test_invariants_hold_under_the_fault(name, mode, tmp_path):
     assert report.counts["lost"] == 0 and report.counts["corrupted"] == 0
     assert report.recovery_s is not None and not report.leaks
     for phase in report.phases:
-        if phase.name.startswith(("kill-", "hang-")):
+        # A relay holds a relayed request for a handoff's few tokens, and at this load it can sit idle for
+        # the whole 30 s wait; a hang's bounds are on the requests sent during it (the probes, the TTFT P99,
+        # the keeper's kill), so a relay hung while idle still tests them. A kill's point is the cut stream.
+        if phase.name.startswith("kill-") or (phase.name.startswith("hang-") and phase.name != "hang-relay-decode"):
             assert phase.notes["mid_stream"], f"{phase.name} struck an idle process"
     if name == "hang":
         assert [p.name for p in report.phases] == [f"hang-{t}" for t in hang_targets(mode)]
